@@ -1,0 +1,38 @@
+//! PLACEHOLDER: to be replaced by the owning helper.
+
+use crate::config::ConfigError;
+use crate::{Dropped, Instant, Packet, QueueDiscipline, Rate};
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CpqConfig {}
+
+impl CpqConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        Err(ConfigError::new("kind", "not implemented yet"))
+    }
+}
+
+pub struct Cpq;
+
+impl Cpq {
+    pub fn new(_cfg: &CpqConfig, _link_rate: Option<Rate>) -> Result<Self, ConfigError> {
+        Err(ConfigError::new("kind", "not implemented yet"))
+    }
+}
+
+impl QueueDiscipline for Cpq {
+    fn enqueue(&mut self, _now: Instant, _pkt: Packet, _drops: &mut Vec<Dropped>) {
+        unimplemented!()
+    }
+    fn dequeue(&mut self, _now: Instant, _drops: &mut Vec<Dropped>) -> Option<Packet> {
+        unimplemented!()
+    }
+    fn next_wakeup(&self) -> Option<Instant> {
+        unimplemented!()
+    }
+    fn backlog_bytes(&self) -> u64 {
+        unimplemented!()
+    }
+}

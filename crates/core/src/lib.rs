@@ -1,0 +1,31 @@
+//! ratekit-core: every rate enforcer as a sans-IO state machine.
+//!
+//! Nothing here reads a clock, opens a socket or spawns a thread: `now` is an argument, and
+//! queueing enforcers say when they next want to be woken. The same code runs in the simulator,
+//! in trace replay, in the userspace middlebox, and is mirrored by the tc-BPF programs.
+
+pub mod config;
+pub mod enforcer;
+pub mod packet;
+pub mod policy;
+pub mod time;
+pub mod units;
+
+pub mod bcpqp;
+pub mod cpq;
+pub mod dscd;
+pub mod fair_policer;
+pub mod fifo_shaper;
+pub mod pqp;
+pub mod red;
+pub mod shaper;
+pub mod srtcm;
+pub mod token_bucket;
+pub mod trtcm;
+
+pub use config::{AnyPolicer, AnyQueue, ConfigError, Enforcer, EnforcerConfig};
+pub use enforcer::{DropReason, Dropped, Policer, QueueDiscipline, Verdict};
+pub use packet::{Classify, Packet};
+pub use policy::PolicyNode;
+pub use time::{Duration, Instant};
+pub use units::{Bytes, Rate};

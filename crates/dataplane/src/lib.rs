@@ -1,0 +1,1 @@
+//! ratekit-dataplane: see DEVELOPERS.md.

@@ -1,0 +1,1 @@
+//! ratekit-sim: see DEVELOPERS.md.

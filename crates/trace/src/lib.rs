@@ -1,0 +1,1 @@
+//! ratekit-trace: see DEVELOPERS.md.
