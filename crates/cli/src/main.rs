@@ -3,11 +3,13 @@
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod csv_io;
 mod demo;
 mod detect;
 mod middlebox;
 mod replay;
 mod sim;
+mod summary;
 mod tc;
 mod testbed;
 
