@@ -14,14 +14,17 @@ pub mod units;
 pub mod bcpqp;
 pub mod cpq;
 pub mod dscd;
+pub mod exp_decay;
 pub mod fair_policer;
 pub mod fifo_shaper;
 pub mod pqp;
+pub mod queue_stats;
 pub mod red;
 pub mod shaper;
 pub mod srtcm;
 pub mod token_bucket;
 pub mod trtcm;
+pub mod utema;
 
 pub use config::{AnyPolicer, AnyQueue, ConfigError, Enforcer, EnforcerConfig};
 pub use enforcer::{DropReason, Dropped, Policer, QueueDiscipline, Verdict};
