@@ -17,6 +17,7 @@ pub mod dscd;
 pub mod exp_decay;
 pub mod fair_policer;
 pub mod fifo_shaper;
+pub mod phantom;
 pub mod pqp;
 pub mod queue_stats;
 pub mod red;
@@ -25,6 +26,7 @@ pub mod srtcm;
 pub mod token_bucket;
 pub mod trtcm;
 pub mod utema;
+pub mod colour;
 
 pub use config::{AnyPolicer, AnyQueue, ConfigError, Enforcer, EnforcerConfig};
 pub use enforcer::{DropReason, Dropped, Policer, QueueDiscipline, Verdict};
