@@ -1,0 +1,348 @@
+//! The policing detector (PD) of 002 §2.1 (Figure 2), with its safeguards, the burst estimate and
+//! the §4.4 pattern label.
+//!
+//! Decisions where the paper is silent (docs/detector.md has the reasoning and the calibration):
+//! - Token accounting uses IP packet lengths (what a policer charges); rates are IP bits/s.
+//! - "t_a ≈ 0" for a loss means |t_a| ≤ tol and "t_a ≳ 0" for a pass means t_a ≥ −tol, with
+//!   tol = max(k_rtt · r · RTT_med, k_pkt · MTU): the send timestamps recorded at the server are
+//!   offset from the arrivals at the policer by delays that vary within about an RTT, and a
+//!   policer's bucket is never emptier than "one packet short".
+//! - RTT inflation (line 15): a loss is inflated when the RTT sample before it is ≥ the median,
+//!   > 1.3 × the 10th percentile and ≥ 20 ms; more than 20 % inflated losses rule policing out.
+//! - Further safeguards: the losses must span at least two median RTTs (a single burst of losses
+//!   gives no rate, 002 §3.1 footnote 5), and at least 15 passed packets must lie between them.
+//! - The second pass drops the first and last two losses and re-estimates r (footnote 4); the
+//!   segment is policed if either pass says so, and the reported rate is that pass's estimate.
+
+use crate::flow::{AckEvent, DataPkt, RttSample};
+
+/// Detector parameters; the defaults are the paper's (n_loss, n_pass, 15 losses) and ours,
+/// calibrated on generated traces (docs/detector.md).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Params {
+    /// 002 §2.1 footnote 3: run only on segments with at least this many losses.
+    pub min_losses: usize,
+    /// Fraction of lost packets allowed to have t_a far from 0 (002: 0.1).
+    pub n_loss: f64,
+    /// Fraction of passed packets allowed to have t_a well below 0 (002: 0.03).
+    pub n_pass: f64,
+    /// Tolerance in bytes per (rate × median RTT).
+    pub tol_rtts: f64,
+    /// Tolerance floor in largest-packet sizes.
+    pub tol_packets: f64,
+    /// Losses cut from each end in the second pass (002 footnote 4: 2).
+    pub cutoff: usize,
+    pub min_pass_samples: usize,
+    pub min_loss_span_rtts: f64,
+    pub inflation_factor: f64,
+    pub inflation_min_rtt_ns: u64,
+    pub max_inflated_fraction: f64,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            min_losses: 15,
+            n_loss: 0.1,
+            n_pass: 0.03,
+            tol_rtts: 0.5,
+            tol_packets: 2.0,
+            cutoff: 2,
+            min_pass_samples: 15,
+            min_loss_span_rtts: 2.0,
+            inflation_factor: 1.3,
+            inflation_min_rtt_ns: 20_000_000,
+            max_inflated_fraction: 0.2,
+        }
+    }
+}
+
+/// Why a segment was not found policed: stable codes for the CSV's `reason` column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Reason {
+    Policed,
+    FewLosses,
+    NoRttSamples,
+    SingleLossBurst,
+    FewPassSamples,
+    LossesNotBelowPasses,
+    LossesWithTokens,
+    PassesWithoutTokens,
+    RttInflation,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Policed => "policed",
+            Reason::FewLosses => "few_losses",
+            Reason::NoRttSamples => "no_rtt_samples",
+            Reason::SingleLossBurst => "single_loss_burst",
+            Reason::FewPassSamples => "few_pass_samples",
+            Reason::LossesNotBelowPasses => "losses_not_below_passes",
+            Reason::LossesWithTokens => "losses_with_tokens",
+            Reason::PassesWithoutTokens => "passes_without_tokens",
+            Reason::RttInflation => "rtt_inflation",
+        }
+    }
+}
+
+/// 002 §4.4: how TCP and the policer interact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pattern {
+    CongestionAvoidance,
+    Staircase,
+    DoublingWindow,
+}
+
+impl Pattern {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pattern::CongestionAvoidance => "congestion_avoidance",
+            Pattern::Staircase => "staircase",
+            Pattern::DoublingWindow => "doubling_window",
+        }
+    }
+}
+
+/// The detector's judgement of one segment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judgement {
+    pub data_packets: usize,
+    pub losses: usize,
+    pub policed: bool,
+    pub reason: Reason,
+    /// 1 or 2 when policed (which pass found it); 0 otherwise.
+    pub pass: u8,
+    /// Estimated policing rate (IP bits/s) of the deciding pass, or of pass 1 when not policed.
+    pub rate_bps: Option<f64>,
+    /// IP bytes sent before the first loss: the burst the policer let through.
+    pub burst_bytes: u64,
+    /// Throughput of ACK trains (bits/s): the bottleneck / burst rate, 002 §4.2.
+    pub burst_throughput_bps: Option<f64>,
+    pub median_rtt_ns: Option<u64>,
+    pub pattern: Option<Pattern>,
+}
+
+impl Judgement {
+    pub fn loss_rate(&self) -> f64 {
+        if self.data_packets == 0 {
+            0.0
+        } else {
+            self.losses as f64 / self.data_packets as f64
+        }
+    }
+}
+
+/// Judges one segment: its data packets in send order, its RTT samples and ACK arrivals.
+pub fn judge(pkts: &[DataPkt], rtts: &[RttSample], acks: &[AckEvent], params: &Params) -> Judgement {
+    let lost: Vec<usize> = (0..pkts.len()).filter(|&i| pkts[i].lost()).collect();
+    let burst_bytes = pkts[..lost.first().copied().unwrap_or(pkts.len())]
+        .iter()
+        .map(|p| p.ip_len as u64)
+        .sum();
+    let mut rtt_sorted: Vec<u64> = rtts.iter().map(|s| s.rtt_ns).collect();
+    rtt_sorted.sort_unstable();
+    let median_rtt = percentile(&rtt_sorted, 0.5);
+    let mut j = Judgement {
+        data_packets: pkts.len(),
+        losses: lost.len(),
+        policed: false,
+        reason: Reason::FewLosses,
+        pass: 0,
+        rate_bps: None,
+        burst_bytes,
+        burst_throughput_bps: burst_throughput(acks, rtt_sorted.first().copied()),
+        median_rtt_ns: median_rtt,
+        pattern: None,
+    };
+    if lost.len() < params.min_losses {
+        return j;
+    }
+    let Some(rtt_med) = median_rtt else {
+        j.reason = Reason::NoRttSamples;
+        return j;
+    };
+    let p10 = percentile(&rtt_sorted, 0.1).unwrap_or(rtt_med);
+    let ctx = Context { pkts, rtts, rtt_med, rtt_p10: p10, params };
+    let first = ctx.run(&lost);
+    j.rate_bps = first.rate.map(|r| r * 8.0);
+    j.reason = first.reason;
+    let mut decided = (first.reason == Reason::Policed).then_some((1u8, first.rate));
+    if decided.is_none() && lost.len() >= 2 * params.cutoff + 2 {
+        let second = ctx.run(&lost[params.cutoff..lost.len() - params.cutoff]);
+        if second.reason == Reason::Policed {
+            decided = Some((2, second.rate));
+        }
+    }
+    if let Some((pass, rate)) = decided {
+        j.policed = true;
+        j.pass = pass;
+        j.reason = Reason::Policed;
+        j.rate_bps = rate.map(|r| r * 8.0);
+        let rtt_min = rtt_sorted.first().copied().unwrap_or(rtt_med);
+        j.pattern = rate.map(|r| pattern(pkts, &lost, r, rtt_min, rtt_med));
+    }
+    j
+}
+
+struct Context<'a> {
+    pkts: &'a [DataPkt],
+    rtts: &'a [RttSample],
+    rtt_med: u64,
+    rtt_p10: u64,
+    params: &'a Params,
+}
+
+struct PassResult {
+    reason: Reason,
+    /// Bytes per second.
+    rate: Option<f64>,
+}
+
+impl Context<'_> {
+    /// One run of Figure 2 over the packets from `lost[0]` to the last of `lost`.
+    fn run(&self, lost: &[usize]) -> PassResult {
+        let (first, last) = (lost[0], lost[lost.len() - 1]);
+        let (t0, t1) = (self.pkts[first].t_ns, self.pkts[last].t_ns);
+        let span = t1.saturating_sub(t0);
+        if (span as f64) < self.params.min_loss_span_rtts * self.rtt_med as f64 || span == 0 {
+            return PassResult { reason: Reason::SingleLossBurst, rate: None };
+        }
+        let window = &self.pkts[first..=last];
+        // Line 1: r = goodput between the first and the last loss.
+        let passed: u64 = window.iter().filter(|p| !p.lost()).map(|p| p.ip_len as u64).sum();
+        let rate = passed as f64 / (span as f64 * 1e-9);
+        let result = |reason| PassResult { reason, rate: Some(rate) };
+        // Lines 2-10.
+        let mut l_loss = Vec::with_capacity(lost.len());
+        let mut l_pass = Vec::with_capacity(window.len());
+        let mut used = 0.0f64;
+        for p in window {
+            let produced = rate * (p.t_ns - t0) as f64 * 1e-9;
+            let available = produced - used;
+            if p.lost() {
+                l_loss.push(available);
+            } else {
+                l_pass.push(available);
+                used += p.ip_len as f64;
+            }
+        }
+        if l_pass.len() < self.params.min_pass_samples {
+            return result(Reason::FewPassSamples);
+        }
+        // Lines 11-12.
+        if mean(&l_loss) >= mean(&l_pass) || median_f(&mut l_loss.clone()) >= median_f(&mut l_pass.clone()) {
+            return result(Reason::LossesNotBelowPasses);
+        }
+        // Lines 13-14 with the tolerance of the module doc.
+        let mtu = window.iter().map(|p| p.ip_len).max().unwrap_or(1500) as f64;
+        let tol = (self.params.tol_rtts * rate * self.rtt_med as f64 * 1e-9).max(self.params.tol_packets * mtu);
+        let near_zero = l_loss.iter().filter(|&&a| a.abs() <= tol).count();
+        if (near_zero as f64) < (1.0 - self.params.n_loss) * l_loss.len() as f64 {
+            return result(Reason::LossesWithTokens);
+        }
+        let non_negative = l_pass.iter().filter(|&&a| a >= -tol).count();
+        if (non_negative as f64) < (1.0 - self.params.n_pass) * l_pass.len() as f64 {
+            return result(Reason::PassesWithoutTokens);
+        }
+        // Line 15.
+        if self.inflated_fraction(lost) > self.params.max_inflated_fraction {
+            return result(Reason::RttInflation);
+        }
+        result(Reason::Policed)
+    }
+
+    fn inflated_fraction(&self, lost: &[usize]) -> f64 {
+        let threshold = (self.rtt_med as f64)
+            .max(self.params.inflation_factor * self.rtt_p10 as f64 + 1.0)
+            .max(self.params.inflation_min_rtt_ns as f64);
+        let inflated = lost
+            .iter()
+            .filter(|&&i| {
+                let t = self.pkts[i].t_ns;
+                let before = self.rtts.partition_point(|s| s.t_ns <= t);
+                before > 0 && self.rtts[before - 1].rtt_ns as f64 >= threshold
+            })
+            .count();
+        inflated as f64 / lost.len() as f64
+    }
+}
+
+/// 002 §4.4. `rate` in bytes/s.
+fn pattern(pkts: &[DataPkt], lost: &[usize], rate: f64, rtt_min: u64, rtt_med: u64) -> Pattern {
+    let mtu = pkts.iter().map(|p| p.ip_len).max().unwrap_or(1500) as f64;
+    let bdp = rate * rtt_min as f64 * 1e-9;
+    // The policing rate lies between the rates of a 1-MSS and a 2-MSS window (Figure 10c).
+    if bdp <= 2.0 * mtu {
+        return Pattern::DoublingWindow;
+    }
+    // Staircase: before each loss episode the sender ran at several times the policing rate.
+    let mut ratios = Vec::new();
+    let mut prev_loss_t: Option<u64> = None;
+    for &i in lost {
+        let t = pkts[i].t_ns;
+        let starts_episode = prev_loss_t.map_or(true, |p| t.saturating_sub(p) > rtt_med);
+        prev_loss_t = Some(t);
+        if !starts_episode {
+            continue;
+        }
+        let from = t.saturating_sub(rtt_min);
+        let lo = pkts.partition_point(|p| p.t_ns < from);
+        let sent: u64 = pkts[lo..i].iter().map(|p| p.ip_len as u64).sum();
+        ratios.push(sent as f64 / (rtt_min.max(1) as f64 * 1e-9) / rate);
+    }
+    if median_f(&mut ratios) >= 2.0 {
+        Pattern::Staircase
+    } else {
+        Pattern::CongestionAvoidance
+    }
+}
+
+/// ACKs in a train of this many cumulative advances give one rate sample.
+const TRAIN_ACKS: usize = 4;
+
+/// Burst throughput from ACK inter-arrivals (002 §4.2): the 90th percentile of the rates of
+/// trains of four advancing ACKs that arrived within one minimum RTT (so they acknowledge one
+/// flight, paced by the bottleneck rather than by the sender).
+fn burst_throughput(acks: &[AckEvent], rtt_min: Option<u64>) -> Option<f64> {
+    let rtt_min = rtt_min?;
+    let mut rates: Vec<f64> = acks
+        .windows(TRAIN_ACKS)
+        .filter_map(|w| {
+            let span = w[TRAIN_ACKS - 1].t_ns.saturating_sub(w[0].t_ns);
+            if span == 0 || span > rtt_min {
+                return None;
+            }
+            let bytes: u64 = w[1..].iter().map(|a| a.bytes).sum();
+            Some(bytes as f64 * 8.0 / (span as f64 * 1e-9))
+        })
+        .collect();
+    rates.sort_unstable_by(f64::total_cmp);
+    percentile(&rates, 0.9)
+}
+
+fn percentile<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    Some(sorted[i.min(sorted.len() - 1)])
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+fn median_f(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_unstable_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
