@@ -26,6 +26,7 @@ pub mod token_bucket;
 pub mod trtcm;
 pub mod utema;
 pub mod colour;
+pub mod sizing;
 
 pub use config::{AnyPolicer, AnyQueue, ConfigError, Enforcer, EnforcerConfig};
 pub use enforcer::{DropReason, Dropped, Policer, QueueDiscipline, Verdict};
