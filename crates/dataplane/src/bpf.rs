@@ -1,0 +1,291 @@
+//! Loading the tc-BPF policers (libbpf-rs), feeding them their configuration, running them
+//! through BPF_PROG_TEST_RUN and attaching them to interfaces.
+//!
+//! Why libbpf-rs rather than aya: it exposes BPF_PROG_TEST_RUN (`Program::test_run`), which the
+//! conformance tests need and aya 0.14 does not; it attaches through libbpf's own clsact/tc
+//! netlink code (`TcHook`); and it loads the objects with libbpf itself, so map pinning and
+//! `bpf_spin_lock` values in BTF-defined maps behave exactly as every C user of libbpf sees them.
+
+use crate::maps::{AggKey, Settings, Stats, TbParams};
+use libbpf_rs::{MapCore, MapFlags, Object, ObjectBuilder, ProgramInput};
+use ratekit_core::{DropReason, EnforcerConfig, Verdict};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+const TOKEN_BUCKET_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/token_bucket.bpf.o"));
+
+/// Offset of `tstamp` in `struct __sk_buff` (linux/bpf.h, stable UAPI), and the struct's size.
+const SKB_TSTAMP_OFFSET: usize = 152;
+const SKB_CTX_SIZE: usize = 192;
+const TC_ACT_OK: u32 = 0;
+const TC_ACT_SHOT: u32 = 2;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BpfError {
+    #[error("the BPF objects were not built (clang was missing at build time): run scripts/setup.sh and rebuild")]
+    NotBuilt,
+    #[error("'{0}' has no tc-BPF program: the data plane runs token_bucket, pqp, bcpqp and fair_policer (use the middlebox for the others)")]
+    Unsupported(&'static str),
+    #[error("{what} needs root (CAP_BPF and CAP_NET_ADMIN): {source}")]
+    Privileges { what: String, source: libbpf_rs::Error },
+    #[error("the kernel rejected the {program} program (verifier or missing feature): {source}\n{log}")]
+    Load { program: String, source: libbpf_rs::Error, log: String },
+    #[error("no ratekit tc-BPF program is attached to {0}")]
+    NotAttached(String),
+    #[error("no network interface named '{0}'")]
+    NoSuchInterface(String),
+    #[error("{what}: {source}")]
+    Kernel { what: String, source: libbpf_rs::Error },
+    #[error("config: {0}")]
+    Config(#[from] ratekit_core::ConfigError),
+}
+
+pub(crate) fn kernel(what: impl Into<String>) -> impl FnOnce(libbpf_rs::Error) -> BpfError {
+    let what = what.into();
+    move |source| {
+        if source.kind() == libbpf_rs::ErrorKind::PermissionDenied {
+            BpfError::Privileges { what, source }
+        } else {
+            BpfError::Kernel { what, source }
+        }
+    }
+}
+
+/// libbpf's messages (the verifier log among them), kept so a rejected program's error says why.
+static LIBBPF_LOG: Mutex<String> = Mutex::new(String::new());
+
+fn capture_libbpf_log() {
+    fn print(level: libbpf_rs::PrintLevel, msg: String) {
+        if level != libbpf_rs::PrintLevel::Debug {
+            let mut log = LIBBPF_LOG.lock().unwrap_or_else(|e| e.into_inner());
+            if log.len() < 64 << 10 {
+                log.push_str(&msg);
+            }
+        }
+    }
+    libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Info, print)));
+}
+
+/// Which BPF program implements a config, and its parameters as the program's params map holds them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BpfParams {
+    TokenBucket(TbParams),
+}
+
+impl BpfParams {
+    pub fn from_config(cfg: &EnforcerConfig) -> Result<Self, BpfError> {
+        cfg.validate()?;
+        match cfg {
+            EnforcerConfig::TokenBucket(c) => Ok(BpfParams::TokenBucket(TbParams {
+                rate: c.rate.bytes_per_sec(),
+                burst: c.burst.0,
+                initial: c.initial.unwrap_or(c.burst).0,
+            })),
+            other => Err(BpfError::Unsupported(other.kind())),
+        }
+    }
+
+    /// The program's name, also the name of its object and of the pinned-state directory tag.
+    pub fn program(&self) -> &'static str {
+        match self {
+            BpfParams::TokenBucket(_) => "token_bucket",
+        }
+    }
+
+    /// The state map's name of a program (as pinned).
+    pub(crate) fn state_map_of(program: &str) -> &'static str {
+        match program {
+            "token_bucket" => "tb_state",
+            _ => "unknown_state",
+        }
+    }
+
+    fn object(&self) -> &'static [u8] {
+        match self {
+            BpfParams::TokenBucket(_) => TOKEN_BUCKET_OBJ,
+        }
+    }
+
+    pub(crate) fn map_names(&self) -> (&'static str, &'static str) {
+        match self {
+            BpfParams::TokenBucket(_) => ("tb_params", Self::state_map_of(self.program())),
+        }
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            BpfParams::TokenBucket(p) => bytemuck::bytes_of(p),
+        }
+    }
+}
+
+/// Where a policer's stats come from: each program keeps `struct rk_stats` at a fixed offset
+/// in its per-aggregate state value.
+fn stats_offset(program: &str) -> usize {
+    match program {
+        "token_bucket" => std::mem::offset_of!(crate::maps::TbState, stats),
+        _ => unreachable!("unknown program {program}"),
+    }
+}
+
+/// Options that decide how packets map to aggregates and where state lives.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    pub settings: Settings,
+    /// Most aggregates tracked at once (a hash map: `bpf_spin_lock` rules out LRU maps); packets
+    /// of aggregates beyond this pass unpoliced, counted in the untracked counter.
+    pub max_aggregates: u32,
+    /// Pin the maps here and reuse maps already pinned (live config updates keep state).
+    pub pin_dir: Option<PathBuf>,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            settings: Settings { match_dst: 1, prefix4: 32, prefix6: 128, test_clock: 0 },
+            max_aggregates: 65536,
+            pin_dir: None,
+        }
+    }
+}
+
+/// A loaded BPF policer.
+pub struct BpfPolicer {
+    obj: Object,
+    params: BpfParams,
+}
+
+impl BpfPolicer {
+    pub fn load(cfg: &EnforcerConfig, opts: &LoadOptions) -> Result<Self, BpfError> {
+        let params = BpfParams::from_config(cfg)?;
+        if params.object().is_empty() {
+            return Err(BpfError::NotBuilt);
+        }
+        capture_libbpf_log();
+        LIBBPF_LOG.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        // libelf wants the image aligned; a fresh Vec is.
+        let image = params.object().to_vec();
+        let mut open = ObjectBuilder::default().open_memory(&image).map_err(kernel("opening the BPF object"))?;
+        let (params_map, state_map) = params.map_names();
+        for mut map in open.maps_mut() {
+            let name = map.name().to_string_lossy().into_owned();
+            if name == state_map {
+                map.set_max_entries(opts.max_aggregates.max(1)).map_err(kernel("sizing the state map"))?;
+            }
+            if let Some(dir) = &opts.pin_dir {
+                if [params_map, state_map, "rk_settings", "rk_untracked"].contains(&name.as_str()) {
+                    map.set_pin_path(dir.join(&name)).map_err(kernel("pinning maps"))?;
+                }
+            }
+        }
+        let obj = open.load().map_err(|source| {
+            let log = std::mem::take(&mut *LIBBPF_LOG.lock().unwrap_or_else(|e| e.into_inner()));
+            if source.kind() == libbpf_rs::ErrorKind::PermissionDenied {
+                BpfError::Privileges { what: format!("loading {}", params.program()), source }
+            } else {
+                BpfError::Load { program: params.program().into(), source, log }
+            }
+        })?;
+        let me = BpfPolicer { obj, params };
+        me.set_settings(&opts.settings)?;
+        me.set_params(&me.params.clone())?;
+        Ok(me)
+    }
+
+    pub fn program_name(&self) -> &'static str {
+        self.params.program()
+    }
+
+    fn map(&self, name: &str) -> libbpf_rs::Map<'_> {
+        self.obj.maps().find(|m| m.name() == name).unwrap_or_else(|| panic!("BPF object has no map {name}"))
+    }
+
+    pub fn set_settings(&self, s: &Settings) -> Result<(), BpfError> {
+        self.map("rk_settings")
+            .update(&0u32.to_ne_bytes(), bytemuck::bytes_of(s), MapFlags::ANY)
+            .map_err(kernel("writing rk_settings"))
+    }
+
+    /// Replaces the parameters; per-aggregate state (tokens, queues, counters) is kept.
+    pub fn set_params(&self, p: &BpfParams) -> Result<(), BpfError> {
+        if p.program() != self.params.program() {
+            return Err(BpfError::Unsupported("a different kind (detach first)"));
+        }
+        self.map(self.params.map_names().0)
+            .update(&0u32.to_ne_bytes(), p.bytes(), MapFlags::ANY)
+            .map_err(kernel("writing parameters"))
+    }
+
+    pub(crate) fn prog(&self) -> libbpf_rs::ProgramMut<'_> {
+        self.obj.progs_mut().next().expect("every object holds one program")
+    }
+
+    /// Runs one frame through the program with `now` as its clock (settings.test_clock must be 1).
+    pub fn test_run(&self, frame: &[u8], now_ns: u64) -> Result<Verdict, BpfError> {
+        let mut ctx = [0u8; SKB_CTX_SIZE];
+        ctx[SKB_TSTAMP_OFFSET..SKB_TSTAMP_OFFSET + 8].copy_from_slice(&now_ns.to_ne_bytes());
+        let mut input = ProgramInput::default();
+        input.context_in = Some(&mut ctx);
+        input.data_in = Some(frame);
+        let out = self.prog().test_run(input).map_err(kernel("BPF_PROG_TEST_RUN"))?;
+        Ok(match out.return_value {
+            TC_ACT_OK => Verdict::Pass,
+            TC_ACT_SHOT => Verdict::Drop(self.last_drop_reason()),
+            other => panic!("program returned {other}, neither TC_ACT_OK nor TC_ACT_SHOT"),
+        })
+    }
+
+    /// The reason of the most recent drop is not returned by tc; tests compare reasons through
+    /// the per-reason counters instead, so a drop reads as the program's primary reason here.
+    fn last_drop_reason(&self) -> DropReason {
+        DropReason::Overlimit
+    }
+
+    /// Runs one frame `repeat` times and returns the kernel's mean ns per run.
+    pub fn time_run(&self, frame: &[u8], repeat: u32) -> Result<std::time::Duration, BpfError> {
+        let mut input = ProgramInput::default();
+        input.data_in = Some(frame);
+        input.repeat = repeat;
+        Ok(self.prog().test_run(input).map_err(kernel("BPF_PROG_TEST_RUN"))?.duration)
+    }
+
+    /// Every aggregate's raw state value (e.g. `maps::TbState`), for exact comparisons.
+    pub fn states(&self) -> Result<Vec<(AggKey, Vec<u8>)>, BpfError> {
+        let map = self.map(self.params.map_names().1);
+        let mut out = Vec::new();
+        for key in map.keys() {
+            if let Some(v) = map.lookup(&key, MapFlags::ANY).map_err(kernel("reading state"))? {
+                out.push((bytemuck::pod_read_unaligned(&key), v));
+            }
+        }
+        out.sort_by_key(|(k, _)| *k);
+        Ok(out)
+    }
+
+    /// Per-aggregate counters.
+    pub fn stats(&self) -> Result<Vec<(AggKey, Stats)>, BpfError> {
+        read_stats(&self.map(self.params.map_names().1), self.params.program())
+    }
+}
+
+pub(crate) fn read_stats(map: &dyn MapCore, program: &str) -> Result<Vec<(AggKey, Stats)>, BpfError> {
+    let off = stats_offset(program);
+    let mut out = Vec::new();
+    for key in map.keys() {
+        if let Some(v) = map.lookup(&key, MapFlags::ANY).map_err(kernel("reading state"))? {
+            let agg: AggKey = bytemuck::pod_read_unaligned(&key);
+            let stats: Stats = bytemuck::pod_read_unaligned(&v[off..off + std::mem::size_of::<Stats>()]);
+            out.push((agg, stats));
+        }
+    }
+    out.sort_by_key(|(k, _)| *k);
+    Ok(out)
+}
+
+/// Whether `path` is on a BPF filesystem (where maps can be pinned).
+pub fn is_bpffs(path: &Path) -> bool {
+    const BPF_FS_MAGIC: i64 = 0xcafe4a11;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else { return false };
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    unsafe { libc::statfs(c.as_ptr(), &mut st) == 0 && st.f_type as i64 == BPF_FS_MAGIC }
+}
