@@ -1,8 +1,434 @@
-//! PLACEHOLDER: to be replaced by the owning helper.
+//! `ratekit demo`: BC-PQP against the policers of the same family on one open-loop overload trace.
+//!
+//! Three aggregates, each enforced at 10 Mbit/s, each with four flows in classes 0..3 (one queue
+//! per class, `classify = "class"`):
+//! - `mixed`: 1, 3, 6 and 12 Mbit/s offered (22 Mbit/s): one flow below its fair share, three above;
+//! - `equal`: four flows of 5 Mbit/s (20 Mbit/s): shows weighted, priority and nested policies;
+//! - `light`: 2, 2, 2 and 3 Mbit/s (9 Mbit/s): under the rate, so nothing should be dropped.
+//!
+//! Arrivals are Poisson per flow (seeded), so the trace is open-loop: the senders never react to
+//! drops, as in a trace replay. Every enforcer sees the same trace. Each flow's passed rate is
+//! compared with its *target*, the share the enforcer's policy would give it: the weighted
+//! max-min (water-filling) allocation of 10 Mbit/s over the offered rates. Jain's index per
+//! aggregate is taken over passed / target, so 1.0 means "exactly the policy" for every policy
+//! (Jain's normalised form); a plain policer is held to max-min fairness, which is what per-flow
+//! fairness means. Sizes follow the BC-PQP evaluation (000 §6.1) for RTT = 100 ms (see
+//! `ENFORCERS`).
+
+use crate::csv_io::write_atomic;
+use crate::replay::{Arrival, Engine, Outcome};
+use crate::summary::{fmt_bps, jain, Accounting, Summary};
+use anyhow::Context;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use ratekit_core::{EnforcerConfig, Instant, PolicyNode};
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::PathBuf;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Directory for trace.csv, flows.csv, aggregates.csv and demo.json.
+    #[arg(long, default_value = "out/demo")]
+    pub out: PathBuf,
+    /// Seed of the trace's arrival process.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Trace length in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+/// The rate every aggregate is enforced at, bits/s.
+const RATE_BPS: f64 = 10e6;
+const QUEUES: usize = 4;
+const PACKET_BYTES: u32 = 1500;
+
+/// (aggregate, offered Mbit/s of the flows in classes 0..3).
+const AGGREGATES: [(&str, [f64; QUEUES]); 3] =
+    [("mixed", [1.0, 3.0, 6.0, 12.0]), ("equal", [5.0, 5.0, 5.0, 5.0]), ("light", [2.0, 2.0, 2.0, 3.0])];
+
+/// One enforcer of the comparison: its name, the policy its targets follow, and its config.
+struct DemoEnforcer {
+    name: &'static str,
+    policy: &'static str,
+    toml: String,
+}
+
+const FAIR: &str = "fair";
+const WEIGHTED: &str = "weighted(0:1, 1:2, 2:3, 3:4)";
+const PRIORITY: &str = "priority(0, 1, 2, 3)";
+const NESTED: &str = "priority(0, weighted(1:1, 2:2, 3:3))";
+
+/// Sizes for 10 Mbit/s and a 100 ms RTT (BDP = 125 kB = 83.3 packets of 1500 B), 000 §6.1:
+/// Policer = one BDP; PQP queue = BDP²/18·MSS = 578,704 B (000 §3.5, Appendix A);
+/// BC-PQP queue = 10 × that; FairPolicer = 2G/D·(R·D)^{4/3} MSS (001 Eq. 16) = 262 MSS = 393 kB.
+fn enforcers() -> Vec<DemoEnforcer> {
+    let phantom = |kind: &str, policy: &str, size: u64| {
+        format!("kind = \"{kind}\"\nrate = \"10mbit\"\nqueues = {QUEUES}\nqueue_size = {size}\nclassify = \"class\"\npolicy = \"{policy}\"\n")
+    };
+    let pqp_size = 578_704;
+    let bcpqp_size = 10 * pqp_size;
+    vec![
+        DemoEnforcer { name: "token_bucket", policy: FAIR, toml: "kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = 125000\n".into() },
+        DemoEnforcer { name: "pqp_fair", policy: FAIR, toml: phantom("pqp", FAIR, pqp_size) },
+        DemoEnforcer { name: "bcpqp_fair", policy: FAIR, toml: phantom("bcpqp", FAIR, bcpqp_size) },
+        DemoEnforcer { name: "bcpqp_weighted", policy: WEIGHTED, toml: phantom("bcpqp", WEIGHTED, bcpqp_size) },
+        DemoEnforcer { name: "bcpqp_priority", policy: PRIORITY, toml: phantom("bcpqp", PRIORITY, bcpqp_size) },
+        DemoEnforcer { name: "bcpqp_nested", policy: NESTED, toml: phantom("bcpqp", NESTED, bcpqp_size) },
+    ]
+}
+
+/// One generated packet, with the names the tables use.
+struct TracePacket {
+    time_ns: u64,
+    aggregate: u32,
+    class: u16,
+}
+
+/// Poisson arrivals of 1500-byte packets for every flow, merged in time order.
+fn generate(seed: u64, seconds: f64) -> Vec<TracePacket> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let end_ns = (seconds * 1e9) as u64;
+    let mut trace = Vec::new();
+    for (a, (_, rates)) in AGGREGATES.iter().enumerate() {
+        for (class, &mbps) in rates.iter().enumerate() {
+            let mean_gap_ns = PACKET_BYTES as f64 * 8.0 / (mbps * 1e6) * 1e9;
+            let mut t = 0.0;
+            loop {
+                // Exponential inter-arrival times: 1 − U is in (0, 1], so ln never sees 0.
+                t += -(1.0 - rng.gen::<f64>()).ln() * mean_gap_ns;
+                if t >= end_ns as f64 {
+                    break;
+                }
+                trace.push(TracePacket { time_ns: t as u64, aggregate: a as u32, class: class as u16 });
+            }
+        }
+    }
+    trace.sort_by_key(|p| (p.time_ns, p.aggregate, p.class));
+    trace
+}
+
+fn flow_name(class: usize) -> String {
+    format!("f{class}")
+}
+
+/// The allocation `policy` gives `capacity` over queues with `demand`s: strict priority in
+/// child order, weighted (and fair) by water-filling, so what a child does not use goes to its
+/// siblings (algorithms.md §0).
+pub fn allocate(node: &PolicyNode, capacity: f64, demand: &[f64], out: &mut [f64]) {
+    fn total(node: &PolicyNode, demand: &[f64]) -> f64 {
+        let mut sum = 0.0;
+        let _ = node.visit_leaves::<()>(&mut |q| {
+            sum += demand[q];
+            Ok(())
+        });
+        sum
+    }
+    match node {
+        PolicyNode::Queue(q) => out[*q] = capacity.min(demand[*q]),
+        PolicyNode::Priority(children) => {
+            let mut left = capacity;
+            for c in children {
+                let take = left.min(total(c, demand));
+                allocate(c, take, demand, out);
+                left -= take;
+            }
+        }
+        PolicyNode::Fair(children) => {
+            let weighted: Vec<(PolicyNode, u32)> = children.iter().map(|c| (c.clone(), 1)).collect();
+            allocate(&PolicyNode::Weighted(weighted), capacity, demand, out)
+        }
+        PolicyNode::Weighted(children) => {
+            let mut left = capacity;
+            let mut open: Vec<usize> = (0..children.len()).collect();
+            // Children whose whole demand fits in their weighted share are satisfied and leave;
+            // the rest is shared again among the others until nobody else fits.
+            loop {
+                let weight_sum: f64 = open.iter().map(|&i| children[i].1 as f64).sum();
+                let (fits, rest): (Vec<usize>, Vec<usize>) = open
+                    .iter()
+                    .partition(|&&i| total(&children[i].0, demand) <= left * children[i].1 as f64 / weight_sum);
+                if fits.is_empty() {
+                    for &i in &rest {
+                        allocate(&children[i].0, left * children[i].1 as f64 / weight_sum, demand, out);
+                    }
+                    break;
+                }
+                for &i in &fits {
+                    let d = total(&children[i].0, demand);
+                    allocate(&children[i].0, d, demand, out);
+                    left -= d;
+                }
+                open = rest;
+                if open.is_empty() {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct FlowRow {
+    enforcer: &'static str,
+    policy: &'static str,
+    aggregate: &'static str,
+    flow: String,
+    class: usize,
+    offered_bps: f64,
+    target_bps: f64,
+    passed_bps: f64,
+    drop_rate: f64,
+}
+
+#[derive(Serialize)]
+struct AggregateRow {
+    enforcer: &'static str,
+    policy: &'static str,
+    aggregate: &'static str,
+    offered_bps: f64,
+    passed_bps: f64,
+    drop_rate: f64,
+    /// Jain's index over passed / target of the flows with a non-zero target.
+    jain_index: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct DemoReport {
+    seed: u64,
+    seconds: f64,
+    rate_bps: f64,
+    packets: usize,
+    flows: Vec<FlowRow>,
+    aggregates: Vec<AggregateRow>,
+    summaries: Vec<Summary>,
+}
+
+fn replay(cfg: EnforcerConfig, trace: &[TracePacket]) -> anyhow::Result<Summary> {
+    let kind = cfg.kind();
+    let mut acc = Accounting::default();
+    for (name, _) in AGGREGATES {
+        let a = acc.aggregate(name);
+        for class in 0..QUEUES {
+            acc.flow(a, &flow_name(class));
+        }
+    }
+    // Aggregates and flows were numbered in order above, so (aggregate, class) finds the flow.
+    let mut engine: Engine<(u32, u32)> = Engine::new(cfg, None)?;
+    let record = |acc: &mut Accounting, (agg, flow): (u32, u32), outcome: Outcome| {
+        acc.record(agg, flow, PACKET_BYTES, outcome);
+        Ok(())
+    };
+    for p in trace {
+        acc.saw_arrival(p.time_ns);
+        let flow_index = p.aggregate * QUEUES as u32 + p.class as u32;
+        let arrival = Arrival {
+            time: Instant(p.time_ns),
+            aggregate: p.aggregate,
+            flow: flow_index as u64,
+            bytes: PACKET_BYTES,
+            class: p.class,
+        };
+        engine.push(arrival, (p.aggregate, flow_index))?;
+        engine.take_decided(|x, o| record(&mut acc, x, o))?;
+    }
+    engine.finish(|x, o| record(&mut acc, x, o))?;
+    Ok(acc.finish(kind))
+}
+
+fn csv_of<T: Serialize>(rows: &[T]) -> anyhow::Result<Vec<u8>> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for r in rows {
+        w.serialize(r)?;
+    }
+    Ok(w.into_inner()?)
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    anyhow::ensure!(args.seconds > 0.0 && args.seconds <= 600.0, "--seconds: must be in (0, 600], got {}", args.seconds);
+    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
+    let trace = generate(args.seed, args.seconds);
+
+    let mut flows = Vec::new();
+    let mut aggregates = Vec::new();
+    let mut summaries = Vec::new();
+    let mut skipped = Vec::new();
+    for e in enforcers() {
+        let cfg = match EnforcerConfig::from_toml(&e.toml) {
+            Ok(cfg) => cfg,
+            Err(err) => {
+                eprintln!("demo: skipping {}: {err}", e.name);
+                skipped.push(e.name);
+                continue;
+            }
+        };
+        let summary = replay(cfg, &trace).with_context(|| format!("replaying through {}", e.name))?;
+        let policy = PolicyNode::resolve(e.policy, QUEUES, None).expect("demo policies are valid");
+        for (a, (agg_name, _)) in AGGREGATES.iter().enumerate() {
+            let s = &summary.aggregates[a];
+            let offered: Vec<f64> = s.flows.iter().map(|f| f.offered_bps.unwrap_or(0.0)).collect();
+            let mut target = vec![0.0; QUEUES];
+            allocate(&policy, RATE_BPS, &offered, &mut target);
+            let mut normalised = Vec::new();
+            for (class, f) in s.flows.iter().enumerate() {
+                let passed = f.passed_bps.unwrap_or(0.0);
+                if target[class] > 0.0 {
+                    normalised.push(passed / target[class]);
+                }
+                flows.push(FlowRow {
+                    enforcer: e.name,
+                    policy: e.policy,
+                    aggregate: agg_name,
+                    flow: f.flow.clone(),
+                    class,
+                    offered_bps: offered[class],
+                    target_bps: target[class],
+                    passed_bps: passed,
+                    drop_rate: f.drop_rate,
+                });
+            }
+            aggregates.push(AggregateRow {
+                enforcer: e.name,
+                policy: e.policy,
+                aggregate: agg_name,
+                offered_bps: s.offered_bps.unwrap_or(0.0),
+                passed_bps: s.passed_bps.unwrap_or(0.0),
+                drop_rate: s.drop_rate,
+                jain_index: jain(&normalised),
+            });
+        }
+        summaries.push(summary);
+    }
+    anyhow::ensure!(!summaries.is_empty(), "no enforcer could be built: {}", skipped.join(", "));
+
+    let text = render(&flows, &aggregates);
+    print!("{text}");
+    let mut trace_csv = String::from("time_ns,aggregate,flow,bytes,class\n");
+    for p in &trace {
+        let _ = writeln!(
+            trace_csv,
+            "{},{},{},{PACKET_BYTES},{}",
+            p.time_ns,
+            AGGREGATES[p.aggregate as usize].0,
+            flow_name(p.class as usize),
+            p.class
+        );
+    }
+    write_atomic(&args.out.join("trace.csv"), trace_csv.as_bytes())?;
+    write_atomic(&args.out.join("flows.csv"), &csv_of(&flows)?)?;
+    write_atomic(&args.out.join("aggregates.csv"), &csv_of(&aggregates)?)?;
+    write_atomic(&args.out.join("table.txt"), text.as_bytes())?;
+    let report = DemoReport { seed: args.seed, seconds: args.seconds, rate_bps: RATE_BPS, packets: trace.len(), flows, aggregates, summaries };
+    write_atomic(&args.out.join("demo.json"), &serde_json::to_vec_pretty(&report)?)?;
+    println!(
+        "wrote {0}/trace.csv (replay it with `ratekit replay`), {0}/flows.csv, {0}/aggregates.csv, {0}/table.txt, {0}/demo.json",
+        args.out.display()
+    );
+    Ok(())
+}
+
+/// Per flow: offered, then target and passed for each enforcer, grouped by the policy they
+/// enforce; then per aggregate: passed rate, drop rate and Jain's index against the target.
+fn render(flows: &[FlowRow], aggregates: &[AggregateRow]) -> String {
+    let mut s = String::new();
+    let mut policies: Vec<&str> = Vec::new();
+    for f in flows {
+        if !policies.contains(&f.policy) {
+            policies.push(f.policy);
+        }
+    }
+    let _ = writeln!(s, "Each aggregate is enforced at {}; passed rates per flow (Mbit/s) against the policy's target.", fmt_bps(Some(RATE_BPS)));
+    for policy in policies {
+        let names: Vec<&str> = {
+            let mut v: Vec<&str> = Vec::new();
+            for f in flows.iter().filter(|f| f.policy == policy) {
+                if !v.contains(&f.enforcer) {
+                    v.push(f.enforcer);
+                }
+            }
+            v
+        };
+        let _ = writeln!(s, "\npolicy {policy}");
+        let _ = write!(s, "{:<8} {:<5} {:>8} {:>8}", "aggr", "flow", "offered", "target");
+        for n in &names {
+            let _ = write!(s, " {n:>15}");
+        }
+        let _ = writeln!(s);
+        let first = flows.iter().filter(|f| f.policy == policy && f.enforcer == names[0]);
+        for f in first {
+            let _ = write!(s, "{:<8} {:<5} {:>8.2} {:>8.2}", f.aggregate, f.flow, f.offered_bps / 1e6, f.target_bps / 1e6);
+            for n in &names {
+                let g = flows
+                    .iter()
+                    .find(|g| g.enforcer == *n && g.aggregate == f.aggregate && g.class == f.class)
+                    .expect("every enforcer saw every flow");
+                let _ = write!(s, " {:>15.2}", g.passed_bps / 1e6);
+            }
+            let _ = writeln!(s);
+        }
+    }
+    let _ = writeln!(s, "\nper aggregate: passed Mbit/s / drop % / Jain's index of passed/target (1 = exactly the policy)");
+    let _ = write!(s, "{:<16}", "enforcer");
+    for (name, _) in AGGREGATES {
+        let _ = write!(s, " {:>24}", name);
+    }
+    let _ = writeln!(s);
+    let mut seen: Vec<&str> = Vec::new();
+    for a in aggregates {
+        if seen.contains(&a.enforcer) {
+            continue;
+        }
+        seen.push(a.enforcer);
+        let _ = write!(s, "{:<16}", a.enforcer);
+        for b in aggregates.iter().filter(|b| b.enforcer == a.enforcer) {
+            let cell = format!(
+                "{:.2} / {:.1}% / {}",
+                b.passed_bps / 1e6,
+                100.0 * b.drop_rate,
+                b.jain_index.map(|j| format!("{j:.3}")).unwrap_or_else(|| "-".into())
+            );
+            let _ = write!(s, " {cell:>24}");
+        }
+        let _ = writeln!(s);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alloc(spec: &str, demand: [f64; 4]) -> Vec<f64> {
+        let node = PolicyNode::resolve(spec, 4, None).unwrap();
+        let mut out = vec![0.0; 4];
+        allocate(&node, 10.0, &demand, &mut out);
+        out.iter().map(|v| (v * 1000.0).round() / 1000.0).collect()
+    }
+
+    #[test]
+    fn targets_follow_each_policy() {
+        assert_eq!(alloc(FAIR, [1.0, 3.0, 6.0, 12.0]), vec![1.0, 3.0, 3.0, 3.0]);
+        assert_eq!(alloc(FAIR, [1.0, 2.0, 6.0, 12.0]), vec![1.0, 2.0, 3.5, 3.5]);
+        assert_eq!(alloc(WEIGHTED, [5.0; 4]), vec![1.0, 2.0, 3.0, 4.0]);
+        // Queue 0 wants less than its 1/10: the rest is shared 2:3:4.
+        assert_eq!(alloc(WEIGHTED, [0.1, 5.0, 5.0, 5.0]), vec![0.1, 2.2, 3.3, 4.4]);
+        assert_eq!(alloc(PRIORITY, [5.0; 4]), vec![5.0, 5.0, 0.0, 0.0]);
+        assert_eq!(alloc(NESTED, [4.0, 5.0, 5.0, 5.0]), vec![4.0, 1.0, 2.0, 3.0]);
+        assert_eq!(alloc(FAIR, [2.0, 2.0, 2.0, 3.0]), vec![2.0, 2.0, 2.0, 3.0]);
+    }
+
+    #[test]
+    fn trace_is_seeded_and_near_its_rates() {
+        let a = generate(7, 2.0);
+        let b = generate(7, 2.0);
+        assert_eq!(a.len(), b.len());
+        assert!(a.iter().zip(&b).all(|(x, y)| x.time_ns == y.time_ns && x.class == y.class));
+        assert!(a.windows(2).all(|w| w[0].time_ns <= w[1].time_ns));
+        let bits = |agg: u32, class: u16| {
+            a.iter().filter(|p| p.aggregate == agg && p.class == class).count() as f64 * PACKET_BYTES as f64 * 8.0 / 2.0
+        };
+        assert!((bits(0, 3) / 12e6 - 1.0).abs() < 0.05, "{}", bits(0, 3));
+        assert!((bits(2, 0) / 2e6 - 1.0).abs() < 0.1, "{}", bits(2, 0));
+    }
 }
