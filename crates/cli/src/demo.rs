@@ -21,7 +21,8 @@ use crate::summary::{fmt_bps, jain, Accounting, Summary};
 use anyhow::Context;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use ratekit_core::{EnforcerConfig, Instant, PolicyNode};
+use ratekit_core::sizing::{self, EvaluationSizes, DEFAULT_MSS};
+use ratekit_core::{Duration, EnforcerConfig, Instant, PolicyNode, Rate};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -60,22 +61,34 @@ const WEIGHTED: &str = "weighted(0:1, 1:2, 2:3, 3:4)";
 const PRIORITY: &str = "priority(0, 1, 2, 3)";
 const NESTED: &str = "priority(0, weighted(1:1, 2:2, 3:3))";
 
-/// Sizes for 10 Mbit/s and a 100 ms RTT (BDP = 125 kB = 83.3 packets of 1500 B), 000 §6.1:
-/// Policer = one BDP; PQP queue = BDP²/18·MSS = 578,704 B (000 §3.5, Appendix A);
-/// BC-PQP queue = 10 × that; FairPolicer = 2G/D·(R·D)^{4/3} MSS (001 Eq. 16) = 262 MSS = 393 kB.
+/// Sizes from the BC-PQP evaluation (000 §6.1, `sizing::EvaluationSizes::paper`) for
+/// 10 Mbit/s and a 100 ms maximum RTT (BDP = 125 kB): Policer = one BDP; PQP queue = BDP²/18·MSS
+/// (000 §3.5); BC-PQP queue = 10 × the FairPolicer size; FairPolicer = max(BDP²/18·MSS,
+/// 2G/D·(R·D)^{4/3}) (001 Eq. 16); the FIFO shaper's queue = one BDP.
 fn enforcers() -> Vec<DemoEnforcer> {
+    let rate = Rate::from_bits_per_sec(RATE_BPS as u64);
+    let rtt = Duration::from_millis(100);
+    let sizes = EvaluationSizes::paper(rate, rtt, DEFAULT_MSS);
+    let pqp_size = sizing::phantom_queue_bytes(rate, rtt, DEFAULT_MSS);
     let phantom = |kind: &str, policy: &str, size: u64| {
-        format!("kind = \"{kind}\"\nrate = \"10mbit\"\nqueues = {QUEUES}\nqueue_size = {size}\nclassify = \"class\"\npolicy = \"{policy}\"\n")
+        format!("kind = \"{kind}\"\nrate = \"{rate}\"\nqueues = {QUEUES}\nqueue_size = {size}\nclassify = \"class\"\npolicy = \"{policy}\"\n")
     };
-    let pqp_size = 578_704;
-    let bcpqp_size = 10 * pqp_size;
     vec![
-        DemoEnforcer { name: "token_bucket", policy: FAIR, toml: "kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = 125000\n".into() },
+        DemoEnforcer {
+            name: "token_bucket",
+            policy: FAIR,
+            toml: format!("kind = \"token_bucket\"\nrate = \"{rate}\"\nburst = {}\n", sizes.policer),
+        },
+        DemoEnforcer {
+            name: "fifo_shaper",
+            policy: FAIR,
+            toml: format!("kind = \"fifo\"\nrate = \"{rate}\"\nburst = {DEFAULT_MSS}\nlimit = {}\n", sizes.shaper_queue),
+        },
         DemoEnforcer { name: "pqp_fair", policy: FAIR, toml: phantom("pqp", FAIR, pqp_size) },
-        DemoEnforcer { name: "bcpqp_fair", policy: FAIR, toml: phantom("bcpqp", FAIR, bcpqp_size) },
-        DemoEnforcer { name: "bcpqp_weighted", policy: WEIGHTED, toml: phantom("bcpqp", WEIGHTED, bcpqp_size) },
-        DemoEnforcer { name: "bcpqp_priority", policy: PRIORITY, toml: phantom("bcpqp", PRIORITY, bcpqp_size) },
-        DemoEnforcer { name: "bcpqp_nested", policy: NESTED, toml: phantom("bcpqp", NESTED, bcpqp_size) },
+        DemoEnforcer { name: "bcpqp_fair", policy: FAIR, toml: phantom("bcpqp", FAIR, sizes.bcpqp) },
+        DemoEnforcer { name: "bcpqp_weighted", policy: WEIGHTED, toml: phantom("bcpqp", WEIGHTED, sizes.bcpqp) },
+        DemoEnforcer { name: "bcpqp_priority", policy: PRIORITY, toml: phantom("bcpqp", PRIORITY, sizes.bcpqp) },
+        DemoEnforcer { name: "bcpqp_nested", policy: NESTED, toml: phantom("bcpqp", NESTED, sizes.bcpqp) },
     ]
 }
 
@@ -190,8 +203,11 @@ struct AggregateRow {
     offered_bps: f64,
     passed_bps: f64,
     drop_rate: f64,
-    /// Jain's index over passed / target of the flows with a non-zero target.
+    /// Jain's index over passed / target of the flows with a target of at least 1 % of the rate.
     jain_index: Option<f64>,
+    /// The largest passed rate over any whole 250 ms window, as a multiple of the aggregate rate
+    /// (000 §6.1's burst measure: 1.0 is perfect enforcement).
+    peak_window: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -205,7 +221,12 @@ struct DemoReport {
     summaries: Vec<Summary>,
 }
 
-fn replay(cfg: EnforcerConfig, trace: &[TracePacket]) -> anyhow::Result<Summary> {
+/// Measurement window for the aggregate's burstiness, as the BC-PQP evaluation (000 §6.1).
+const WINDOW_NS: u64 = 250_000_000;
+
+/// Replays the trace; besides the summary, returns per aggregate the passed bytes of each
+/// whole 250 ms window (by departure time for a queueing enforcer).
+fn replay(cfg: EnforcerConfig, trace: &[TracePacket], seconds: f64) -> anyhow::Result<(Summary, Vec<Vec<u64>>)> {
     let kind = cfg.kind();
     let mut acc = Accounting::default();
     for (name, _) in AGGREGATES {
@@ -214,10 +235,18 @@ fn replay(cfg: EnforcerConfig, trace: &[TracePacket]) -> anyhow::Result<Summary>
             acc.flow(a, &flow_name(class));
         }
     }
+    let windows = ((seconds * 1e9) as u64 / WINDOW_NS) as usize;
+    let mut window_bytes = vec![vec![0u64; windows]; AGGREGATES.len()];
     // Aggregates and flows were numbered in order above, so (aggregate, class) finds the flow.
-    let mut engine: Engine<(u32, u32)> = Engine::new(cfg, None)?;
-    let record = |acc: &mut Accounting, (agg, flow): (u32, u32), outcome: Outcome| {
+    let mut engine: Engine<(u32, u32, u64)> = Engine::new(cfg, None)?;
+    let mut record = |acc: &mut Accounting, (agg, flow, arrival_ns): (u32, u32, u64), outcome: Outcome| {
         acc.record(agg, flow, PACKET_BYTES, outcome);
+        if let Outcome::Pass { departure } = outcome {
+            let w = (departure.map_or(arrival_ns, |d| d.0) / WINDOW_NS) as usize;
+            if let Some(b) = window_bytes[agg as usize].get_mut(w) {
+                *b += PACKET_BYTES as u64;
+            }
+        }
         Ok(())
     };
     for p in trace {
@@ -230,12 +259,16 @@ fn replay(cfg: EnforcerConfig, trace: &[TracePacket]) -> anyhow::Result<Summary>
             bytes: PACKET_BYTES,
             class: p.class,
         };
-        engine.push(arrival, (p.aggregate, flow_index))?;
+        engine.push(arrival, (p.aggregate, flow_index, p.time_ns))?;
         engine.take_decided(|x, o| record(&mut acc, x, o))?;
     }
     engine.finish(|x, o| record(&mut acc, x, o))?;
-    Ok(acc.finish(kind))
+    Ok((acc.finish(kind), window_bytes))
 }
+
+/// Flows whose target is below this fraction of the aggregate rate are left out of Jain's
+/// index: passed / target is meaningless for a flow the policy (nearly) starves.
+const MIN_TARGET_FRACTION: f64 = 0.01;
 
 fn csv_of<T: Serialize>(rows: &[T]) -> anyhow::Result<Vec<u8>> {
     let mut w = csv::Writer::from_writer(Vec::new());
@@ -263,7 +296,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 continue;
             }
         };
-        let summary = replay(cfg, &trace).with_context(|| format!("replaying through {}", e.name))?;
+        let (summary, window_bytes) =
+            replay(cfg, &trace, args.seconds).with_context(|| format!("replaying through {}", e.name))?;
         let policy = PolicyNode::resolve(e.policy, QUEUES, None).expect("demo policies are valid");
         for (a, (agg_name, _)) in AGGREGATES.iter().enumerate() {
             let s = &summary.aggregates[a];
@@ -273,7 +307,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let mut normalised = Vec::new();
             for (class, f) in s.flows.iter().enumerate() {
                 let passed = f.passed_bps.unwrap_or(0.0);
-                if target[class] > 0.0 {
+                if target[class] >= MIN_TARGET_FRACTION * RATE_BPS {
                     normalised.push(passed / target[class]);
                 }
                 flows.push(FlowRow {
@@ -296,6 +330,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 passed_bps: s.passed_bps.unwrap_or(0.0),
                 drop_rate: s.drop_rate,
                 jain_index: jain(&normalised),
+                peak_window: window_bytes[a]
+                    .iter()
+                    .map(|&b| b as f64 * 8e9 / WINDOW_NS as f64 / RATE_BPS)
+                    .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v)))),
             });
         }
         summaries.push(summary);
@@ -368,10 +406,13 @@ fn render(flows: &[FlowRow], aggregates: &[AggregateRow]) -> String {
             let _ = writeln!(s);
         }
     }
-    let _ = writeln!(s, "\nper aggregate: passed Mbit/s / drop % / Jain's index of passed/target (1 = exactly the policy)");
+    let _ = writeln!(
+        s,
+        "\nper aggregate: passed Mbit/s / drop % / peak 250 ms window ÷ rate / Jain's index of passed÷target (1 = exactly the policy)"
+    );
     let _ = write!(s, "{:<16}", "enforcer");
     for (name, _) in AGGREGATES {
-        let _ = write!(s, " {:>24}", name);
+        let _ = write!(s, " {:>31}", name);
     }
     let _ = writeln!(s);
     let mut seen: Vec<&str> = Vec::new();
@@ -383,12 +424,13 @@ fn render(flows: &[FlowRow], aggregates: &[AggregateRow]) -> String {
         let _ = write!(s, "{:<16}", a.enforcer);
         for b in aggregates.iter().filter(|b| b.enforcer == a.enforcer) {
             let cell = format!(
-                "{:.2} / {:.1}% / {}",
+                "{:.2} / {:.1}% / {} / {}",
                 b.passed_bps / 1e6,
                 100.0 * b.drop_rate,
+                b.peak_window.map(|p| format!("{p:.2}")).unwrap_or_else(|| "-".into()),
                 b.jain_index.map(|j| format!("{j:.3}")).unwrap_or_else(|| "-".into())
             );
-            let _ = write!(s, " {cell:>24}");
+            let _ = write!(s, " {cell:>31}");
         }
         let _ = writeln!(s);
     }

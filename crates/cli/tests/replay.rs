@@ -144,3 +144,39 @@ fn missing_files_are_named() {
     assert!(stderr(&out).contains("link-rate"), "{}", stderr(&out));
     assert_eq!(case.outputs(), Vec::<String>::new());
 }
+
+/// A tbf-style FIFO shaper of 1000 B/s with a 1000 B bucket (full at start) and 2000 B of queue.
+/// Four 1000 B packets of `a` at t = 0: the first leaves at once, the next two when the bucket
+/// has refilled (1 s, 2 s), the fourth finds the queue full. `b` has its own shaper.
+/// With a 2000 B/s link after each shaper, every departure is 0.5 s (one packet time) later.
+#[test]
+fn fifo_shaper_departures_with_and_without_a_link() {
+    let config = "kind = \"fifo\"\nrate = 8000\nburst = 1000\nlimit = 2000\n";
+    let input = "time_ns,aggregate,flow,bytes\n0,a,1,1000\n0,a,1,1000\n0,a,2,1000\n0,a,2,1000\n200000000,b,1,1000\n";
+    let case = Case::new(config, input);
+    let out = case.replay(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        read(&case.path("out.csv")),
+        "time_ns,aggregate,flow,bytes,verdict,departure_ns\n\
+         0,a,1,1000,pass,0\n\
+         0,a,1,1000,pass,1000000000\n\
+         0,a,2,1000,pass,2000000000\n\
+         0,a,2,1000,drop,\n\
+         200000000,b,1,1000,pass,200000000\n"
+    );
+    let summary: serde_json::Value = serde_json::from_str(&read(&case.path("out.summary.json"))).unwrap();
+    assert_eq!(summary["drops"]["queue_full"], 1);
+
+    let out = case.replay(&["--link-rate", "16kbit"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        read(&case.path("out.csv")),
+        "time_ns,aggregate,flow,bytes,verdict,departure_ns\n\
+         0,a,1,1000,pass,500000000\n\
+         0,a,1,1000,pass,1500000000\n\
+         0,a,2,1000,pass,2500000000\n\
+         0,a,2,1000,drop,\n\
+         200000000,b,1,1000,pass,700000000\n"
+    );
+}
