@@ -1,29 +1,368 @@
-//! PLACEHOLDER: to be replaced by the owning helper.
+//! BC-PQP: PQP with magic-packet burst control (000 §4, algorithms.md §3).
+//!
+//! Per queue Q_i, on top of PQP: bytes accepted in the queue's current window A_i, magic bytes
+//! M_i, and the window's end. With X_i = r_i*·T, the bytes the policy would serve Q_i over a
+//! window if the current set of non-empty queues stayed as it is:
+//! - after accepting a packet, if A_i > θ+·X_i and Q_i holds no magic: fill the queue,
+//!   M_i = B − L_i, L_i = B, and start a new window (the slow-start burst ends here);
+//! - when Q_i's window has run out: if it holds magic and A_i < θ−·X_i, remove the magic still
+//!   queued (M_i ≤ L_i always, see below), then start a new window.
+//!
+//! Decisions on algorithms.md §3's open points (argued in docs/bcpqp.md):
+//! - "active" = the phantom queue is non-empty (magic included), plus Q_i itself while it is
+//!   being decided on; the same set the phantom service uses.
+//! - Windows are per queue and start at the queue's first arrival after the previous window
+//!   ended (not aligned), as in the authors' code. Windows of queues that hold magic are also
+//!   closed on any arrival to the aggregate after they ran out, so an idle flow's magic does not
+//!   keep taking service from the others.
+//! - Magic drains last: it is the tail of the queue, behind every real byte, so the magic still
+//!   queued is min(M_i, L_i) and removal reclaims as much as the paper's footnote 7 allows.
+//! - r_i* under `priority`: a higher-priority branch is charged what it actually uses, its
+//!   queues' demand max(A_j, A_j of the previous window), not the whole rate. Charging it the
+//!   whole rate (the paper's literal "0 unless highest active") would fill a lower class with
+//!   magic whenever a single higher-priority packet sat in its phantom queue.
+//!
+//! Integer data path: θ± are applied as ⌊θ·2¹⁶⌉/2¹⁶ and compared in 128-bit products.
 
 use crate::config::ConfigError;
-use crate::{Instant, Packet, Policer, Verdict};
-use serde::Deserialize;
+use crate::pqp::{Pqp, PqpConfig, PqpParams, PqpStats};
+use crate::units::NANOS_PER_SEC;
+use crate::{Bytes, Classify, DropReason, Duration, Instant, Packet, Policer, Rate, Verdict};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
-#[derive(Debug, Clone, Deserialize)]
+/// Fixed-point scale of θ±.
+pub const THETA_ONE: u64 = 1 << 16;
+/// Largest θ accepted (keeps θ·2¹⁶ well inside u32).
+pub const MAX_THETA: f64 = 1000.0;
+
+fn default_queues() -> u32 {
+    16
+}
+fn default_policy() -> String {
+    "fair".to_string()
+}
+fn default_theta_plus() -> f64 {
+    1.5
+}
+fn default_theta_minus() -> f64 {
+    0.5
+}
+fn default_window() -> Duration {
+    Duration::from_millis(100)
+}
+
+/// `kind = "bcpqp"`: the PQP fields (same meaning, same defaults) plus burst control.
+/// (Repeated rather than `#[serde(flatten)]`ed, because serde cannot deny unknown fields
+/// through a flatten.)
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct BcPqpConfig {}
+pub struct BcPqpConfig {
+    pub rate: Rate,
+    #[serde(default = "default_queues")]
+    pub queues: u32,
+    /// Size B of each phantom queue. 000 §6.1 uses ≥ 10 × BDP²/18·MSS; §4 suggests ≥ 2×.
+    pub queue_size: Bytes,
+    #[serde(default)]
+    pub classify: Classify,
+    #[serde(default = "default_policy")]
+    pub policy: String,
+    #[serde(default)]
+    pub weights: Option<Vec<u32>>,
+    /// θ+: magic fills a queue that accepted more than θ+·X_i in a window. Default 1.5 (000 §4,
+    /// the upper end of Reno's steady-state rate, 4r/3, rounded up).
+    #[serde(default = "default_theta_plus")]
+    pub theta_plus: f64,
+    /// θ−: magic is removed once a window accepted less than θ−·X_i. Default 0.5 (000 §4).
+    #[serde(default = "default_theta_minus")]
+    pub theta_minus: f64,
+    /// T, the window: the tail RTT. Default 100 ms (000 §4; the authors' code used 200 ms).
+    #[serde(default = "default_window")]
+    pub window: Duration,
+}
 
 impl BcPqpConfig {
+    /// The phantom-queue part of this config.
+    pub fn pqp(&self) -> PqpConfig {
+        PqpConfig {
+            rate: self.rate,
+            queues: self.queues,
+            queue_size: self.queue_size,
+            classify: self.classify,
+            policy: self.policy.clone(),
+            weights: self.weights.clone(),
+        }
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
-        Err(ConfigError::new("kind", "not implemented yet"))
+        self.pqp().validate()?;
+        let theta = |name: &str, v: f64, min: f64| {
+            if !v.is_finite() || v < min || v > MAX_THETA {
+                Err(ConfigError::new(name, format!("must be a number in [{min}, {MAX_THETA}], got {v}")))
+            } else {
+                Ok(())
+            }
+        };
+        theta("theta_plus", self.theta_plus, f64::MIN_POSITIVE)?;
+        theta("theta_minus", self.theta_minus, 0.0)?;
+        if self.theta_minus >= self.theta_plus {
+            return Err(ConfigError::new("theta_minus", "must be smaller than theta_plus"));
+        }
+        if self.window.0 == 0 {
+            return Err(ConfigError::new("window", "must be greater than zero"));
+        }
+        if self.rate.0.checked_mul(self.window.0).is_none() {
+            return Err(ConfigError::new("window", "rate × window exceeds 18 GB; use a shorter window"));
+        }
+        Ok(())
     }
 }
 
-pub struct BcPqp;
+fn fixed_theta(v: f64) -> u64 {
+    (v * THETA_ONE as f64).round() as u64
+}
+
+/// Burst-control parameters shared by every aggregate with the same config.
+#[derive(Debug, Clone, Copy)]
+pub struct BurstParams {
+    /// θ+ · 2¹⁶.
+    pub theta_plus: u64,
+    /// θ− · 2¹⁶.
+    pub theta_minus: u64,
+    pub window: Duration,
+    /// r·T in nano-bytes: the budget split by the policy to get X_i.
+    pub window_budget_nb: u64,
+}
+
+/// One queue's burst-control state (32 bytes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BurstState {
+    /// Magic nano-bytes still queued (≤ the queue's occupancy).
+    pub magic_nb: u64,
+    /// Bytes accepted in the current window (A_i).
+    pub accepted: u64,
+    /// Bytes accepted in the previous window (its demand, for r_i* under priority).
+    pub accepted_prev: u64,
+    /// When the current window ends (ns); 0: no window running.
+    pub window_end: u64,
+}
+
+/// One aggregate's BC-PQP.
+#[derive(Debug, Clone)]
+pub struct BcPqp {
+    core: Pqp,
+    burst: Arc<BurstParams>,
+    state: Box<[BurstState]>,
+    /// Earliest window end among queues holding magic (u64::MAX: none).
+    magic_deadline: u64,
+    burst_fills: u64,
+    magic_removals: u64,
+}
 
 impl BcPqp {
-    pub fn new(_cfg: &BcPqpConfig) -> Self {
-        BcPqp
+    pub fn new(cfg: &BcPqpConfig) -> Self {
+        cfg.validate().expect("BcPqpConfig must be validated before use");
+        let burst = BurstParams {
+            theta_plus: fixed_theta(cfg.theta_plus),
+            theta_minus: fixed_theta(cfg.theta_minus),
+            window: cfg.window,
+            window_budget_nb: cfg.rate.credit(cfg.window),
+        };
+        Self::with_params(Arc::new(PqpParams::new(&cfg.pqp())), Arc::new(burst))
+    }
+
+    /// A fresh aggregate sharing the parameters (cheap: multi-aggregate containers use this).
+    pub fn with_params(params: Arc<PqpParams>, burst: Arc<BurstParams>) -> Self {
+        let n = params.queues;
+        BcPqp {
+            core: Pqp::with_params(params),
+            burst,
+            state: vec![BurstState::default(); n].into_boxed_slice(),
+            magic_deadline: u64::MAX,
+            burst_fills: 0,
+            magic_removals: 0,
+        }
+    }
+
+    pub fn params(&self) -> (&Arc<PqpParams>, &Arc<BurstParams>) {
+        (self.core.params(), &self.burst)
+    }
+
+    pub fn stats(&self) -> PqpStats {
+        self.core.stats()
+    }
+
+    /// How many times a queue was filled with magic, and how many times magic was removed.
+    pub fn burst_events(&self) -> (u64, u64) {
+        (self.burst_fills, self.magic_removals)
+    }
+
+    /// Occupancy L_i of queue `q` in nano-bytes (magic included), as of the last arrival.
+    pub fn occupancy_nb(&self, q: usize) -> u64 {
+        self.core.occupancy_nb(q)
+    }
+
+    /// Burst-control state of queue `q`, as of the last arrival.
+    pub fn burst_state(&self, q: usize) -> BurstState {
+        self.state[q]
+    }
+
+    pub fn queue_of(&self, pkt: &Packet) -> usize {
+        self.core.queue_of(pkt)
+    }
+
+    /// X_i = r_i*·T in nano-bytes for queue `q` given the queues non-empty now.
+    pub fn expected_window_nb(&self, q: usize) -> u64 {
+        let state = &self.state;
+        let demand = |j: usize| state[j].accepted.max(state[j].accepted_prev).saturating_mul(NANOS_PER_SEC);
+        let p = self.core.params();
+        self.core.queues.expected_share(&p.policy, q, self.burst.window_budget_nb, &demand)
+    }
+
+    /// A·2¹⁶·10⁹ vs θ·X, exact in 128 bits.
+    fn exceeds(accepted: u64, theta: u64, x_nb: u64) -> std::cmp::Ordering {
+        let lhs = accepted as u128 * THETA_ONE as u128 * NANOS_PER_SEC as u128;
+        lhs.cmp(&(theta as u128 * x_nb as u128))
+    }
+
+    /// Ends queue `q`'s window at `now`: removes its magic if it accepted less than θ−·X_i.
+    fn close_window(&mut self, q: usize, now: u64) {
+        let st = self.state[q];
+        if st.magic_nb > 0 {
+            let x = self.expected_window_nb(q);
+            if Self::exceeds(st.accepted, self.burst.theta_minus, x).is_lt() {
+                let p = self.core.params().clone();
+                self.core.queues.remove(&p.policy, q, st.magic_nb);
+                self.state[q].magic_nb = 0;
+                self.magic_removals += 1;
+            }
+        }
+        let st = &mut self.state[q];
+        // A window that ended a whole window ago was idle: its successor accepted nothing.
+        st.accepted_prev = if now < st.window_end.saturating_add(self.burst.window.0) { st.accepted } else { 0 };
+        st.accepted = 0;
+        st.window_end = now + self.burst.window.0;
+    }
+
+    /// Closes the run-out windows of every queue holding magic (rare: once per window).
+    fn close_magic_windows(&mut self, now: u64) {
+        let mut next = u64::MAX;
+        for q in 0..self.state.len() {
+            if self.state[q].magic_nb == 0 {
+                continue;
+            }
+            if self.state[q].window_end <= now {
+                self.close_window(q, now);
+            }
+            if self.state[q].magic_nb > 0 {
+                next = next.min(self.state[q].window_end);
+            }
+        }
+        self.magic_deadline = next;
     }
 }
 
 impl Policer for BcPqp {
-    fn on_arrival(&mut self, _now: Instant, _pkt: &Packet) -> Verdict {
-        unimplemented!()
+    fn on_arrival(&mut self, now: Instant, pkt: &Packet) -> Verdict {
+        let q = self.core.queue_of(pkt);
+        let state = &mut self.state;
+        // Magic drains last, so what is left of it is capped by the occupancy.
+        self.core.advance(now, &mut |j, occ| {
+            let m = &mut state[j].magic_nb;
+            *m = (*m).min(occ);
+        });
+        let t = now.0;
+        if t >= self.magic_deadline {
+            self.close_magic_windows(t);
+        }
+        if t >= self.state[q].window_end {
+            self.close_window(q, t);
+        }
+        let len = pkt.len as u64;
+        let st = self.state[q];
+        let room_without_magic = self.core.occupancy_nb(q) - st.magic_nb + len * NANOS_PER_SEC <= self.core.params().queue_size_nb;
+        let reason = if room_without_magic { DropReason::BurstControl } else { DropReason::Overlimit };
+        let verdict = self.core.admit(q, len, reason);
+        if verdict.is_pass() {
+            self.state[q].accepted += len;
+            if st.magic_nb == 0 {
+                let x = self.expected_window_nb(q);
+                if Self::exceeds(self.state[q].accepted, self.burst.theta_plus, x).is_gt() {
+                    let size = self.core.params().queue_size_nb;
+                    let magic = size - self.core.occupancy_nb(q);
+                    let p = self.core.params().clone();
+                    self.core.queues.add(&p.policy, q, magic);
+                    self.burst_fills += 1;
+                    let st = &mut self.state[q];
+                    st.magic_nb = magic;
+                    st.accepted_prev = st.accepted;
+                    st.accepted = 0;
+                    st.window_end = t + self.burst.window.0;
+                    self.magic_deadline = self.magic_deadline.min(st.window_end);
+                }
+            }
+        }
+        verdict
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::EnforcerConfig;
+
+    fn cfg(extra: &str) -> BcPqpConfig {
+        let text = format!("kind = \"bcpqp\"\nrate = \"8mbit\"\nqueue_size = \"1mb\"\n{extra}");
+        match EnforcerConfig::from_toml(&text).unwrap() {
+            EnforcerConfig::Bcpqp(c) => c,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn defaults_are_the_papers() {
+        let c = cfg("");
+        assert_eq!((c.theta_plus, c.theta_minus, c.window), (1.5, 0.5, Duration::from_millis(100)));
+        assert_eq!((c.queues, c.policy.as_str(), c.classify), (16, "fair", Classify::Flow));
+        let b = BcPqp::new(&c);
+        assert_eq!(b.burst.theta_plus, 98_304);
+        assert_eq!(b.burst.window_budget_nb, 100_000 * NANOS_PER_SEC);
+    }
+
+    #[test]
+    fn config_errors_name_the_field() {
+        let e = |s: &str| {
+            let e = EnforcerConfig::from_toml(&format!("kind = \"bcpqp\"\nrate = \"8mbit\"\nqueue_size = \"1mb\"\n{s}")).unwrap_err();
+            if e.field.is_empty() { e.message } else { e.field }
+        };
+        assert_eq!(e("theta_minus = 2.0"), "theta_minus");
+        assert_eq!(e("theta_plus = -1"), "theta_plus");
+        assert_eq!(e("theta_plus = nan"), "theta_plus");
+        assert!(e("window = 0").contains("greater than zero"));
+        assert_eq!(e("queues = 2000"), "queues");
+        assert!(e("thetaplus = 2").contains("thetaplus"));
+    }
+
+    #[test]
+    fn magic_fills_after_theta_plus_and_leaves_below_theta_minus() {
+        // One queue, 1 MB/s, T = 100 ms: X = 100 kB, θ+·X = 150 kB.
+        let mut b = BcPqp::new(&cfg("queues = 1"));
+        let p = Packet { len: 1000, ..Packet::default() };
+        let mut accepted = 0;
+        for i in 0..200u64 {
+            if b.on_arrival(Instant(i * 10_000), &p).is_pass() {
+                accepted += 1000;
+            }
+        }
+        // 2 ms at 100 MB/s: the 151st kB crosses θ+, then the queue is full of magic.
+        assert_eq!(accepted, 151_000);
+        assert_eq!(b.burst_events(), (1, 0));
+        assert_eq!(b.on_arrival(Instant(2_000_000), &p), Verdict::Drop(DropReason::BurstControl));
+        // Silence for longer than a window: the magic still queued is removed on the next arrival.
+        let before = b.occupancy_nb(0);
+        assert!(b.on_arrival(Instant(150_000_000), &p).is_pass());
+        assert_eq!(b.burst_events(), (1, 1));
+        assert!(b.occupancy_nb(0) < before);
+        assert_eq!(b.burst_state(0).magic_nb, 0);
     }
 }

@@ -17,6 +17,7 @@ pub mod dscd;
 pub mod exp_decay;
 pub mod fair_policer;
 pub mod fifo_shaper;
+pub mod phantom;
 pub mod pqp;
 pub mod queue_stats;
 pub mod red;

@@ -1,29 +1,229 @@
-//! PLACEHOLDER: to be replaced by the owning helper.
+//! PQP: a policer with N phantom queues served by a policy tree (000 §3, algorithms.md §2).
+//!
+//! On arrival of `s` bytes for queue Q_i at `now`: (1) the phantom service owed since the last
+//! arrival, r·Δt, is handed out in one batch exactly as the analogous shaper's policy would
+//! (see [`crate::phantom`]); (2) the packet passes iff L_i + s ≤ B_i, and then L_i += s.
+//! No packet is held and no timer runs: service is computed lazily at the next arrival, which
+//! is the only moment a decision can observe it. Doing the batch at every arrival (rather than
+//! only when a queue looks full, as the authors' code does) keeps the phantom departures equal to
+//! the shaper's (Property 1): a batch that straddles an arrival would start the new bytes'
+//! service too early.
 
 use crate::config::ConfigError;
-use crate::{Instant, Packet, Policer, Verdict};
-use serde::Deserialize;
+use crate::phantom::{PhantomPolicy, PhantomQueues};
+use crate::policy::PolicyNode;
+use crate::units::{MAX_SIZE_BYTES, NANOS_PER_SEC};
+use crate::{Bytes, Classify, DropReason, Instant, Packet, Policer, Rate, Verdict};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
-#[derive(Debug, Clone, Deserialize)]
+/// The most queues one aggregate may have.
+pub const MAX_QUEUES: u32 = 1024;
+
+fn default_queues() -> u32 {
+    16
+}
+fn default_policy() -> String {
+    "fair".to_string()
+}
+
+/// `kind = "pqp"`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PqpConfig {}
+pub struct PqpConfig {
+    /// Aggregate rate r: the phantom queues are served at this cumulative rate.
+    pub rate: Rate,
+    /// Number of phantom queues N (1..=1024). Default 16.
+    #[serde(default = "default_queues")]
+    pub queues: u32,
+    /// Size B_i of each phantom queue. 000 §3.5: at least BDP²/18·MSS for a backlogged Reno flow.
+    pub queue_size: Bytes,
+    /// `flow` (hash of the flow key mod N, the default) or `class` (the packet's class).
+    #[serde(default)]
+    pub classify: Classify,
+    /// Policy tree over the queues (see [`crate::policy`]). Default `"fair"`.
+    #[serde(default = "default_policy")]
+    pub policy: String,
+    /// Weights per queue, only with `policy = "weighted"` (default: all 1).
+    #[serde(default)]
+    pub weights: Option<Vec<u32>>,
+}
 
 impl PqpConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
-        Err(ConfigError::new("kind", "not implemented yet"))
+        self.resolve().map(|_| ())
+    }
+
+    /// Validates and compiles the policy; every error names its field.
+    pub(crate) fn resolve(&self) -> Result<PhantomPolicy, ConfigError> {
+        if self.rate.0 == 0 {
+            return Err(ConfigError::new("rate", "must be greater than zero"));
+        }
+        if !(1..=MAX_QUEUES).contains(&self.queues) {
+            return Err(ConfigError::new("queues", format!("must be in 1..={MAX_QUEUES}, got {}", self.queues)));
+        }
+        if self.queue_size.0 == 0 {
+            return Err(ConfigError::new("queue_size", "must be greater than zero"));
+        }
+        // Occupancies are nano-bytes in u64: all queues together must fit (≈ 18.4 GB).
+        let total = self.queue_size.0.saturating_mul(self.queues as u64);
+        if total > MAX_SIZE_BYTES {
+            return Err(ConfigError::new(
+                "queue_size",
+                format!("queues × queue_size = {total} bytes exceeds the 16 GiB an aggregate may hold"),
+            ));
+        }
+        let field = if self.weights.is_some() { "weights" } else { "policy" };
+        let node = PolicyNode::resolve(&self.policy, self.queues as usize, self.weights.as_deref())
+            .map_err(|e| ConfigError::new(field, e.to_string()))?;
+        PhantomPolicy::compile(&node).map_err(|e| ConfigError::new("policy", e.to_string()))
     }
 }
 
-pub struct Pqp;
+/// What every aggregate with the same config shares.
+#[derive(Debug)]
+pub struct PqpParams {
+    pub rate: Rate,
+    /// B_i in nano-bytes.
+    pub queue_size_nb: u64,
+    pub classify: Classify,
+    pub queues: usize,
+    pub policy: PhantomPolicy,
+}
+
+impl PqpParams {
+    /// Panics on an invalid config: call [`PqpConfig::validate`] first (config.rs does).
+    pub fn new(cfg: &PqpConfig) -> Self {
+        let policy = cfg.resolve().expect("PqpConfig must be validated before use");
+        PqpParams {
+            rate: cfg.rate,
+            queue_size_nb: cfg.queue_size.0 * NANOS_PER_SEC,
+            classify: cfg.classify,
+            queues: cfg.queues as usize,
+            policy,
+        }
+    }
+}
+
+/// Counters, by verdict and drop reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PqpStats {
+    pub passed_packets: u64,
+    pub passed_bytes: u64,
+    pub dropped_packets: u64,
+    pub dropped_bytes: u64,
+}
+
+/// One aggregate's PQP.
+#[derive(Debug, Clone)]
+pub struct Pqp {
+    params: Arc<PqpParams>,
+    pub(crate) queues: PhantomQueues,
+    last: Instant,
+    stats: PqpStats,
+}
 
 impl Pqp {
-    pub fn new(_cfg: &PqpConfig) -> Self {
-        Pqp
+    pub fn new(cfg: &PqpConfig) -> Self {
+        Self::with_params(Arc::new(PqpParams::new(cfg)))
+    }
+
+    /// A fresh aggregate sharing `params` (cheap: multi-aggregate containers use this).
+    pub fn with_params(params: Arc<PqpParams>) -> Self {
+        let queues = PhantomQueues::new(&params.policy);
+        Pqp { params, queues, last: Instant::ZERO, stats: PqpStats::default() }
+    }
+
+    pub fn params(&self) -> &Arc<PqpParams> {
+        &self.params
+    }
+
+    pub fn stats(&self) -> PqpStats {
+        self.stats
+    }
+
+    /// Occupancy L_i of queue `q` in nano-bytes (bytes × 10⁹), as of the last arrival.
+    pub fn occupancy_nb(&self, q: usize) -> u64 {
+        self.queues.occupancy(q)
+    }
+
+    /// The queue a packet belongs to.
+    #[inline]
+    pub fn queue_of(&self, pkt: &Packet) -> usize {
+        self.params.classify.queue_of(pkt, self.params.queues)
+    }
+
+    /// Brings phantom service up to `now` (000 §3.1: batched dequeues). A clock that went
+    /// backwards serves nothing and leaves the reference time where it was.
+    #[inline]
+    pub(crate) fn advance(&mut self, now: Instant, on_drain: &mut impl FnMut(usize, u64)) {
+        if now > self.last {
+            let budget = self.params.rate.credit(now - self.last);
+            self.queues.serve(&self.params.policy, budget, on_drain);
+            self.last = now;
+        }
+    }
+
+    /// Admits `bytes` into queue `q` if it fits; counts the verdict.
+    #[inline]
+    pub(crate) fn admit(&mut self, q: usize, bytes: u64, full: DropReason) -> Verdict {
+        let nb = bytes * NANOS_PER_SEC;
+        if self.queues.occupancy(q) + nb <= self.params.queue_size_nb {
+            self.queues.add(&self.params.policy, q, nb);
+            self.stats.passed_packets += 1;
+            self.stats.passed_bytes += bytes;
+            Verdict::Pass
+        } else {
+            self.stats.dropped_packets += 1;
+            self.stats.dropped_bytes += bytes;
+            Verdict::Drop(full)
+        }
     }
 }
 
 impl Policer for Pqp {
-    fn on_arrival(&mut self, _now: Instant, _pkt: &Packet) -> Verdict {
-        unimplemented!()
+    #[inline]
+    fn on_arrival(&mut self, now: Instant, pkt: &Packet) -> Verdict {
+        let q = self.queue_of(pkt);
+        self.advance(now, &mut |_, _| {});
+        self.admit(q, pkt.len as u64, DropReason::Overlimit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::EnforcerConfig;
+
+    fn pkt(flow: u64, len: u32) -> Packet {
+        Packet { flow, class: flow as u16, len, ..Packet::default() }
+    }
+
+    #[test]
+    fn single_queue_is_a_token_bucket() {
+        let cfg = EnforcerConfig::from_toml("kind = \"pqp\"\nrate = \"8kbit\"\nqueues = 1\nqueue_size = 3000").unwrap();
+        let EnforcerConfig::Pqp(cfg) = cfg else { panic!() };
+        let mut p = Pqp::new(&cfg);
+        let t = Instant(0);
+        assert!(p.on_arrival(t, &pkt(1, 1500)).is_pass());
+        assert!(p.on_arrival(t, &pkt(1, 1500)).is_pass());
+        assert_eq!(p.on_arrival(t, &pkt(1, 1)), Verdict::Drop(DropReason::Overlimit));
+        // 1000 B/s: after 1 s exactly 1000 bytes of room.
+        assert!(!p.on_arrival(Instant(999_999_999), &pkt(1, 1000)).is_pass());
+        assert!(p.on_arrival(Instant(1_000_000_000), &pkt(1, 1000)).is_pass());
+        assert_eq!(p.stats().passed_bytes, 4000);
+    }
+
+    #[test]
+    fn config_errors_name_the_field() {
+        let e = |s: &str| {
+            let e = EnforcerConfig::from_toml(s).unwrap_err();
+            if e.field.is_empty() { e.message } else { e.field }
+        };
+        assert_eq!(e("kind = \"pqp\"\nrate = \"1mbit\"\nqueue_size = 1000\nqueues = 0"), "queues");
+        assert_eq!(e("kind = \"pqp\"\nrate = \"1mbit\"\nqueue_size = 1000\npolicy = \"lottery\""), "policy");
+        assert_eq!(e("kind = \"pqp\"\nrate = \"1mbit\"\nqueue_size = 1000\nqueues = 2\nweights = [1]"), "weights");
+        assert_eq!(e("kind = \"pqp\"\nrate = \"1mbit\"\nqueue_size = \"2gb\"\nqueues = 16"), "queue_size");
+        assert!(e("kind = \"pqp\"\nrate = \"1mbit\"\nqueue_size = 1000\nburst = 3").contains("burst"));
     }
 }

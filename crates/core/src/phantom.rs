@@ -1,0 +1,562 @@
+//! Phantom queues served by a policy tree: the data-path half of PQP and BC-PQP (000 §3.2).
+//!
+//! A [`PhantomPolicy`] is the [`PolicyNode`] tree compiled into a flat node array, shared by
+//! every aggregate (it is immutable). A [`PhantomQueues`] is one aggregate's state: a byte
+//! counter per queue and, per inner node, its backlog and the list of its non-empty children.
+//!
+//! Service is the fluid analogue of the shaper (algorithms.md §0, §2): `serve(S)` hands out `S`
+//! nano-bytes exactly as hierarchical GPS would over an interval without arrivals:
+//! strict order at `priority` nodes, max-min water-filling by weight at `fair`/`weighted` nodes,
+//! each child capped by its backlog, nothing left idle while any queue is non-empty. The active
+//! lists make a service batch touch only non-empty queues (000 §4 footnote 6).
+//!
+//! Integer arithmetic only (the eBPF mirror must agree bit for bit); docs/bcpqp.md spells out
+//! every operation.
+
+use crate::policy::PolicyNode;
+
+/// Deepest nesting accepted: the share walk keeps the path on the stack.
+pub const MAX_DEPTH: usize = 16;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Leaf,
+    /// `fair` and `weighted` are the same water-filling; `fair` just has unit weights.
+    Share,
+    Priority,
+}
+
+#[derive(Debug, Clone)]
+struct NodeInfo {
+    kind: Kind,
+    parent: u16,
+    /// Weight within the parent (1 under `fair` and `priority`).
+    weight: u32,
+    /// Position among the parent's children: the priority order.
+    rank: u16,
+    /// Leaves: the queue index. Inner nodes: index into [`PhantomQueues::inner`].
+    index: u16,
+    /// Inner nodes: where its active-children slots start in [`PhantomQueues::slots`].
+    first_slot: u16,
+}
+
+/// A policy compiled for the data path. Node 0 is the root.
+#[derive(Debug, Clone)]
+pub struct PhantomPolicy {
+    nodes: Vec<NodeInfo>,
+    leaf_of_queue: Vec<u16>,
+    inner_count: usize,
+    slot_count: usize,
+    depth: usize,
+}
+
+/// Why a policy cannot be compiled (beyond what [`PolicyNode::resolve`] checks).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CompileError {
+    #[error("policy nests {0} levels deep (at most {MAX_DEPTH})")]
+    TooDeep(usize),
+    #[error("policy has too many nodes ({0}, at most 65535)")]
+    TooLarge(usize),
+}
+
+impl PhantomPolicy {
+    pub fn compile(root: &PolicyNode) -> Result<Self, CompileError> {
+        let mut p = PhantomPolicy { nodes: Vec::new(), leaf_of_queue: Vec::new(), inner_count: 0, slot_count: 0, depth: 0 };
+        p.add(root, 0, 1, 0, 1)?;
+        if p.nodes.len() > u16::MAX as usize {
+            return Err(CompileError::TooLarge(p.nodes.len()));
+        }
+        Ok(p)
+    }
+
+    fn add(&mut self, node: &PolicyNode, parent: u16, weight: u32, rank: u16, depth: usize) -> Result<u16, CompileError> {
+        if depth > MAX_DEPTH {
+            return Err(CompileError::TooDeep(depth));
+        }
+        if self.nodes.len() >= u16::MAX as usize {
+            return Err(CompileError::TooLarge(self.nodes.len()));
+        }
+        self.depth = self.depth.max(depth);
+        let id = self.nodes.len() as u16;
+        let (kind, children): (Kind, Vec<(&PolicyNode, u32)>) = match node {
+            PolicyNode::Queue(q) => {
+                if self.leaf_of_queue.len() <= *q {
+                    self.leaf_of_queue.resize(q + 1, 0);
+                }
+                self.leaf_of_queue[*q] = id;
+                self.nodes.push(NodeInfo { kind: Kind::Leaf, parent, weight, rank, index: *q as u16, first_slot: 0 });
+                return Ok(id);
+            }
+            PolicyNode::Fair(c) => (Kind::Share, c.iter().map(|n| (n, 1)).collect()),
+            PolicyNode::Weighted(c) => (Kind::Share, c.iter().map(|(n, w)| (n, *w)).collect()),
+            PolicyNode::Priority(c) => (Kind::Priority, c.iter().map(|n| (n, 1)).collect()),
+        };
+        let index = self.inner_count as u16;
+        self.inner_count += 1;
+        let first_slot = self.slot_count as u16;
+        self.slot_count += children.len();
+        self.nodes.push(NodeInfo { kind, parent, weight, rank, index, first_slot });
+        for (rank, (child, w)) in children.into_iter().enumerate() {
+            self.add(child, id, w, rank as u16, depth + 1)?;
+        }
+        Ok(id)
+    }
+
+    pub fn queues(&self) -> usize {
+        self.leaf_of_queue.len()
+    }
+
+    /// Whether every queue hangs directly off one `fair` node (the common, cheapest case).
+    fn is_flat_fair(&self) -> bool {
+        self.depth <= 2 && self.nodes[0].kind == Kind::Share && self.nodes.iter().all(|n| n.weight == 1)
+    }
+}
+
+/// Per inner node: the bytes queued below it and its non-empty children.
+#[derive(Debug, Clone, Copy, Default)]
+struct InnerState {
+    /// Σ of the occupancy of every queue below, in nano-bytes.
+    backlog: u64,
+    /// Σ weight of the non-empty children (water-filling denominator).
+    active_weight: u64,
+    /// How many of the node's slots hold non-empty children.
+    active_len: u16,
+}
+
+/// One aggregate's phantom queues. Occupancies are in nano-bytes (bytes × 10⁹), the unit of
+/// [`crate::Rate::credit`], so that service `r·Δt` is exact.
+#[derive(Debug, Clone)]
+pub struct PhantomQueues {
+    occupancy: Box<[u64]>,
+    inner: Box<[InnerState]>,
+    /// Active children of every inner node, as node ids; a node's slots are
+    /// `first_slot .. first_slot + active_len`. Kept in rank order under `priority` nodes.
+    slots: Box<[u16]>,
+}
+
+impl PhantomQueues {
+    pub fn new(policy: &PhantomPolicy) -> Self {
+        PhantomQueues {
+            occupancy: vec![0; policy.queues()].into_boxed_slice(),
+            inner: vec![InnerState::default(); policy.inner_count].into_boxed_slice(),
+            slots: vec![0; policy.slot_count].into_boxed_slice(),
+        }
+    }
+
+    /// Occupancy of queue `q` in nano-bytes.
+    #[inline]
+    pub fn occupancy(&self, q: usize) -> u64 {
+        self.occupancy[q]
+    }
+
+    /// Total occupancy of all queues in nano-bytes.
+    #[inline]
+    pub fn backlog(&self) -> u64 {
+        self.inner[0].backlog
+    }
+
+    /// Queues that are non-empty, in no particular order (walks the active lists only).
+    pub fn active_queues(&self, policy: &PhantomPolicy, out: &mut Vec<usize>) {
+        out.clear();
+        self.collect_active(policy, 0, out);
+    }
+
+    fn collect_active(&self, policy: &PhantomPolicy, node: u16, out: &mut Vec<usize>) {
+        let info = &policy.nodes[node as usize];
+        if info.kind == Kind::Leaf {
+            out.push(info.index as usize);
+            return;
+        }
+        let st = self.inner[info.index as usize];
+        for i in 0..st.active_len {
+            self.collect_active(policy, self.slots[(info.first_slot + i) as usize], out);
+        }
+    }
+
+    fn node_backlog(&self, policy: &PhantomPolicy, node: u16) -> u64 {
+        let info = &policy.nodes[node as usize];
+        match info.kind {
+            Kind::Leaf => self.occupancy[info.index as usize],
+            _ => self.inner[info.index as usize].backlog,
+        }
+    }
+
+    /// Adds `nb` nano-bytes to queue `q`, activating it (and its ancestors) if it was empty.
+    pub fn add(&mut self, policy: &PhantomPolicy, q: usize, nb: u64) {
+        if nb == 0 {
+            return;
+        }
+        let mut node = policy.leaf_of_queue[q];
+        let was_empty = self.occupancy[q] == 0;
+        self.occupancy[q] += nb;
+        let mut activate = was_empty;
+        while node != 0 {
+            let info = &policy.nodes[node as usize];
+            let parent = &policy.nodes[info.parent as usize];
+            let pst = &mut self.inner[parent.index as usize];
+            let parent_was_empty = pst.backlog == 0;
+            if activate {
+                let len = pst.active_len as usize;
+                let base = parent.first_slot as usize;
+                let mut pos = len;
+                if parent.kind == Kind::Priority {
+                    // Insertion keeps rank order, so service walks children highest first.
+                    while pos > 0 && policy.nodes[self.slots[base + pos - 1] as usize].rank > info.rank {
+                        self.slots[base + pos] = self.slots[base + pos - 1];
+                        pos -= 1;
+                    }
+                }
+                self.slots[base + pos] = node;
+                pst.active_len += 1;
+                pst.active_weight += info.weight as u64;
+            }
+            pst.backlog += nb;
+            activate = parent_was_empty;
+            node = info.parent;
+        }
+    }
+
+    /// Takes `nb` (≤ its occupancy) nano-bytes out of queue `q` without serving them (BC-PQP's
+    /// magic removal), deactivating whatever it empties.
+    pub fn remove(&mut self, policy: &PhantomPolicy, q: usize, nb: u64) {
+        let nb = nb.min(self.occupancy[q]);
+        if nb == 0 {
+            return;
+        }
+        self.occupancy[q] -= nb;
+        let mut deactivate = self.occupancy[q] == 0;
+        let mut node = policy.leaf_of_queue[q];
+        while node != 0 {
+            let info = &policy.nodes[node as usize];
+            let parent = &policy.nodes[info.parent as usize];
+            let ix = parent.index as usize;
+            let base = parent.first_slot as usize;
+            self.inner[ix].backlog -= nb;
+            if deactivate {
+                let len = self.inner[ix].active_len as usize;
+                let i = (0..len).find(|&i| self.slots[base + i] == node).expect("an active node is in its parent's list");
+                if parent.kind == Kind::Priority {
+                    self.slots.copy_within(base + i + 1..base + len, base + i);
+                    let st = &mut self.inner[ix];
+                    st.active_len -= 1;
+                    st.active_weight -= info.weight as u64;
+                } else {
+                    self.remove_slot(ix, base, i, info.weight as u64);
+                }
+            }
+            deactivate = self.inner[ix].backlog == 0;
+            node = info.parent;
+        }
+    }
+
+    /// Serves `budget` nano-bytes by the policy (the batched phantom dequeues of Δt at rate r).
+    /// `on_drain(q, new_occupancy)` is told of every queue whose occupancy fell.
+    /// Returns the nano-bytes actually served (less than `budget` only if everything emptied).
+    pub fn serve(&mut self, policy: &PhantomPolicy, budget: u64, on_drain: &mut impl FnMut(usize, u64)) -> u64 {
+        let total = self.inner[0].backlog;
+        if total == 0 || budget == 0 {
+            return 0;
+        }
+        if budget >= total {
+            self.drain_all(policy, 0, on_drain);
+            return total;
+        }
+        if policy.is_flat_fair() {
+            self.serve_flat_fair(policy, budget, on_drain);
+        } else {
+            self.fill(policy, 0, budget, on_drain);
+        }
+        budget
+    }
+
+    /// Empties the subtree of `node`; its parent's list is the caller's business.
+    fn drain_all(&mut self, policy: &PhantomPolicy, node: u16, on_drain: &mut impl FnMut(usize, u64)) {
+        let info = &policy.nodes[node as usize];
+        if info.kind == Kind::Leaf {
+            let q = info.index as usize;
+            self.occupancy[q] = 0;
+            on_drain(q, 0);
+            return;
+        }
+        let st = self.inner[info.index as usize];
+        for i in 0..st.active_len {
+            let child = self.slots[(info.first_slot + i) as usize];
+            self.drain_all(policy, child, on_drain);
+        }
+        self.inner[info.index as usize] = InnerState::default();
+    }
+
+    /// Serves `budget` (< backlog of `node`) within the subtree of `node`.
+    fn fill(&mut self, policy: &PhantomPolicy, node: u16, budget: u64, on_drain: &mut impl FnMut(usize, u64)) {
+        let info = &policy.nodes[node as usize];
+        if info.kind == Kind::Leaf {
+            let q = info.index as usize;
+            self.occupancy[q] -= budget;
+            on_drain(q, self.occupancy[q]);
+            return;
+        }
+        let ix = info.index as usize;
+        let base = info.first_slot as usize;
+        self.inner[ix].backlog -= budget;
+        match info.kind {
+            Kind::Priority => {
+                // Strict order: the highest-ranked children empty completely, one is served in
+                // part, the rest get nothing.
+                let mut left = budget;
+                let mut emptied = 0;
+                while left > 0 {
+                    let child = self.slots[base + emptied];
+                    let d = self.node_backlog(policy, child);
+                    if left >= d {
+                        left -= d;
+                        self.drain_all(policy, child, on_drain);
+                        self.inner[ix].active_weight -= policy.nodes[child as usize].weight as u64;
+                        emptied += 1;
+                    } else {
+                        self.fill(policy, child, left, on_drain);
+                        left = 0;
+                    }
+                }
+                let len = self.inner[ix].active_len as usize;
+                self.slots.copy_within(base + emptied..base + len, base);
+                self.inner[ix].active_len -= emptied as u16;
+            }
+            Kind::Share => self.water_fill(policy, ix, base, budget, on_drain),
+            Kind::Leaf => unreachable!(),
+        }
+    }
+
+    /// Max-min weighted water-filling of `budget` over the active children of inner node `ix`.
+    /// Each pass empties every child whose demand fits under the current water level
+    /// (backlog·W ≤ S·w); removing one only raises the level, so at most #active passes run.
+    /// The rest get ⌊S/W⌋·w each, and the < W nano-bytes left over go one child at a time in
+    /// list order, capped by what each still holds (their total slack exceeds it).
+    fn water_fill(&mut self, policy: &PhantomPolicy, ix: usize, base: usize, budget: u64, on_drain: &mut impl FnMut(usize, u64)) {
+        let mut s = budget;
+        loop {
+            let mut removed = false;
+            let mut i = 0;
+            while i < self.inner[ix].active_len as usize {
+                let child = self.slots[base + i];
+                let w = policy.nodes[child as usize].weight as u64;
+                let d = self.node_backlog(policy, child);
+                let wsum = self.inner[ix].active_weight;
+                if (d as u128) * (wsum as u128) <= (s as u128) * (w as u128) {
+                    s -= d;
+                    self.drain_all(policy, child, on_drain);
+                    self.remove_slot(ix, base, i, w);
+                    removed = true;
+                } else {
+                    i += 1;
+                }
+            }
+            if !removed || s == 0 {
+                break;
+            }
+        }
+        if s == 0 {
+            return;
+        }
+        let unit = s / self.inner[ix].active_weight;
+        let mut spare = s - unit * self.inner[ix].active_weight;
+        let mut i = 0;
+        while i < self.inner[ix].active_len as usize {
+            let child = self.slots[base + i];
+            let w = policy.nodes[child as usize].weight as u64;
+            let d = self.node_backlog(policy, child);
+            let mut give = unit * w;
+            let extra = spare.min(d - give);
+            give += extra;
+            spare -= extra;
+            if give >= d {
+                self.drain_all(policy, child, on_drain);
+                self.remove_slot(ix, base, i, w);
+            } else {
+                if give > 0 {
+                    self.fill(policy, child, give, on_drain);
+                }
+                i += 1;
+            }
+        }
+    }
+
+    fn remove_slot(&mut self, ix: usize, base: usize, i: usize, weight: u64) {
+        let st = &mut self.inner[ix];
+        st.active_len -= 1;
+        st.active_weight -= weight;
+        self.slots[base + i] = self.slots[base + st.active_len as usize];
+    }
+
+    /// The flat `fair` case without the tree walk: same arithmetic as [`Self::water_fill`]
+    /// with unit weights, on the root's active list.
+    fn serve_flat_fair(&mut self, policy: &PhantomPolicy, budget: u64, on_drain: &mut impl FnMut(usize, u64)) {
+        let _ = policy;
+        self.inner[0].backlog -= budget;
+        let mut s = budget;
+        loop {
+            let n = self.inner[0].active_len as u64;
+            let level = s / n;
+            let mut removed = false;
+            let mut i = 0;
+            // backlog·n ≤ s  ⇔  backlog ≤ ⌊s/n⌋ for integers; the level only rises as queues
+            // leave, so testing later queues against the old level is still exact.
+            while i < self.inner[0].active_len as usize {
+                let leaf = self.slots[i];
+                let q = policy.nodes[leaf as usize].index as usize;
+                let d = self.occupancy[q];
+                if d <= level {
+                    s -= d;
+                    self.occupancy[q] = 0;
+                    on_drain(q, 0);
+                    self.remove_slot(0, 0, i, 1);
+                    removed = true;
+                } else {
+                    i += 1;
+                }
+            }
+            if !removed || s == 0 {
+                break;
+            }
+        }
+        if s == 0 {
+            return;
+        }
+        let n = self.inner[0].active_len as u64;
+        let unit = s / n;
+        let mut spare = s - unit * n;
+        for i in 0..n as usize {
+            let q = policy.nodes[self.slots[i] as usize].index as usize;
+            let extra = (spare > 0) as u64;
+            spare -= extra;
+            // Every remaining queue holds more than `unit` (it failed the test above), so
+            // unit + 1 never exceeds its occupancy.
+            self.occupancy[q] -= unit + extra;
+            on_drain(q, self.occupancy[q]);
+        }
+    }
+
+    /// The nano-bytes queue `q` would be served over a period worth `budget` nano-bytes at the
+    /// whole aggregate's rate, if every non-empty queue (and `q` itself) kept the service it gets
+    /// now: `fair`/`weighted` nodes split by weight among their non-empty children (counting
+    /// `q`'s branch as non-empty), `priority` nodes give `q`'s branch what the higher branches
+    /// leave, where a higher branch uses `demand(queue)` summed over its non-empty queues.
+    /// BC-PQP's r_i*·T (000 §4, algorithms.md §3).
+    pub fn expected_share(&self, policy: &PhantomPolicy, q: usize, budget: u64, demand: &impl Fn(usize) -> u64) -> u64 {
+        let mut path = [0u16; MAX_DEPTH + 1];
+        let mut depth = 0;
+        let mut node = policy.leaf_of_queue[q];
+        while node != 0 {
+            path[depth] = node;
+            depth += 1;
+            node = policy.nodes[node as usize].parent;
+        }
+        let mut b = budget;
+        let mut parent = 0u16;
+        for &child in path[..depth].iter().rev() {
+            let pinfo = &policy.nodes[parent as usize];
+            let cinfo = &policy.nodes[child as usize];
+            let st = &self.inner[pinfo.index as usize];
+            let child_idle = self.node_backlog(policy, child) == 0;
+            match pinfo.kind {
+                Kind::Share => {
+                    let w = cinfo.weight as u64;
+                    let wsum = st.active_weight + if child_idle { w } else { 0 };
+                    b = ((b as u128 * w as u128) / wsum as u128) as u64;
+                }
+                Kind::Priority => {
+                    let base = pinfo.first_slot as usize;
+                    for i in 0..st.active_len as usize {
+                        let sib = self.slots[base + i];
+                        if policy.nodes[sib as usize].rank >= cinfo.rank || b == 0 {
+                            break;
+                        }
+                        b = b.saturating_sub(self.subtree_demand(policy, sib, demand));
+                    }
+                }
+                Kind::Leaf => unreachable!(),
+            }
+            parent = child;
+        }
+        b
+    }
+
+    fn subtree_demand(&self, policy: &PhantomPolicy, node: u16, demand: &impl Fn(usize) -> u64) -> u64 {
+        let info = &policy.nodes[node as usize];
+        if info.kind == Kind::Leaf {
+            return demand(info.index as usize);
+        }
+        let st = self.inner[info.index as usize];
+        (0..st.active_len).fold(0u64, |acc, i| {
+            acc.saturating_add(self.subtree_demand(policy, self.slots[(info.first_slot + i) as usize], demand))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn build(spec: &str, n: usize, weights: Option<&[u32]>) -> (PhantomPolicy, PhantomQueues) {
+        let p = PhantomPolicy::compile(&PolicyNode::resolve(spec, n, weights).unwrap()).unwrap();
+        let s = PhantomQueues::new(&p);
+        (p, s)
+    }
+
+    fn occ(s: &PhantomQueues, n: usize) -> Vec<u64> {
+        (0..n).map(|q| s.occupancy(q)).collect()
+    }
+
+    #[test]
+    fn fair_water_fills_max_min() {
+        let (p, mut s) = build("fair", 3, None);
+        s.add(&p, 0, 10);
+        s.add(&p, 1, 100);
+        s.add(&p, 2, 100);
+        // 10 goes to queue 0 (it empties), the other 50 split evenly.
+        assert_eq!(s.serve(&p, 60, &mut |_, _| {}), 60);
+        assert_eq!(occ(&s, 3), vec![0, 75, 75]);
+        assert_eq!(s.backlog(), 150);
+        s.serve(&p, 1, &mut |_, _| {});
+        assert_eq!(s.occupancy(1) + s.occupancy(2), 149);
+    }
+
+    #[test]
+    fn weighted_and_priority_and_nested() {
+        let (p, mut s) = build("weighted", 2, Some(&[1, 3]));
+        s.add(&p, 0, 1000);
+        s.add(&p, 1, 1000);
+        s.serve(&p, 400, &mut |_, _| {});
+        assert_eq!(occ(&s, 2), vec![900, 700]);
+
+        let (p, mut s) = build("priority", 3, None);
+        s.add(&p, 2, 100);
+        s.add(&p, 1, 100);
+        s.serve(&p, 150, &mut |_, _| {});
+        assert_eq!(occ(&s, 3), vec![0, 0, 50]);
+
+        let (p, mut s) = build("priority(0, weighted(1:1, 2:2))", 3, None);
+        s.add(&p, 0, 30);
+        s.add(&p, 1, 1000);
+        s.add(&p, 2, 1000);
+        s.serve(&p, 330, &mut |_, _| {});
+        assert_eq!(occ(&s, 3), vec![0, 900, 800]);
+        assert_eq!(s.backlog(), 1700);
+    }
+
+    #[test]
+    fn expected_share_follows_policy() {
+        let (p, mut s) = build("priority(0, weighted(1:1, 2:2))", 3, None);
+        let greedy = |_| u64::MAX;
+        // Alone, a queue expects the whole rate.
+        assert_eq!(s.expected_share(&p, 1, 900, &greedy), 900);
+        s.add(&p, 2, 5);
+        assert_eq!(s.expected_share(&p, 1, 900, &greedy), 300);
+        assert_eq!(s.expected_share(&p, 2, 900, &greedy), 900);
+        s.add(&p, 0, 5);
+        assert_eq!(s.expected_share(&p, 0, 900, &greedy), 900);
+        assert_eq!(s.expected_share(&p, 2, 900, &greedy), 0);
+        let uses_300 = |q| if q == 0 { 300 } else { 0 };
+        assert_eq!(s.expected_share(&p, 2, 900, &uses_300), 600);
+        assert_eq!(s.expected_share(&p, 1, 900, &uses_300), 200);
+    }
+}
