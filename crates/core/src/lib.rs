@@ -27,6 +27,8 @@ pub mod token_bucket;
 pub mod trtcm;
 pub mod utema;
 pub mod colour;
+pub mod fast_hash;
+pub mod count_min;
 pub mod sizing;
 
 pub use config::{AnyPolicer, AnyQueue, ConfigError, Enforcer, EnforcerConfig};
