@@ -202,7 +202,13 @@ impl BcPqp {
         self.core.occupancy_nb(q)
     }
 
-    /// Burst-control state of queue `q`, as of the last arrival.
+    /// Magic nano-bytes still in queue `q`: magic drains last, so min(M_i, L_i).
+    pub fn magic_nb(&self, q: usize) -> u64 {
+        self.state[q].magic_nb.min(self.core.occupancy_nb(q))
+    }
+
+    /// Burst-control state of queue `q`, as of the last arrival (`magic_nb` as stored: use
+    /// [`Self::magic_nb`] for what is left of it).
     pub fn burst_state(&self, q: usize) -> BurstState {
         self.state[q]
     }
@@ -220,19 +226,20 @@ impl BcPqp {
     }
 
     /// A·2¹⁶·10⁹ vs θ·X, exact in 128 bits.
-    fn exceeds(accepted: u64, theta: u64, x_nb: u64) -> std::cmp::Ordering {
+    fn compare(accepted: u64, theta: u64, x_nb: u64) -> std::cmp::Ordering {
         let lhs = accepted as u128 * THETA_ONE as u128 * NANOS_PER_SEC as u128;
         lhs.cmp(&(theta as u128 * x_nb as u128))
     }
 
     /// Ends queue `q`'s window at `now`: removes its magic if it accepted less than θ−·X_i.
     fn close_window(&mut self, q: usize, now: u64) {
-        let st = self.state[q];
-        if st.magic_nb > 0 {
+        let magic = self.magic_nb(q);
+        if magic > 0 {
             let x = self.expected_window_nb(q);
-            if Self::exceeds(st.accepted, self.burst.theta_minus, x).is_lt() {
-                let p = self.core.params().clone();
-                self.core.queues.remove(&p.policy, q, st.magic_nb);
+            if Self::compare(self.state[q].accepted, self.burst.theta_minus, x).is_lt() {
+                let policy = &self.core.params().policy.clone();
+                let state = &mut self.state;
+                self.core.queues.remove(policy, q, magic, &mut clamp_magic(state));
                 self.state[q].magic_nb = 0;
                 self.magic_removals += 1;
             }
@@ -254,23 +261,42 @@ impl BcPqp {
             if self.state[q].window_end <= now {
                 self.close_window(q, now);
             }
-            if self.state[q].magic_nb > 0 {
+            if self.magic_nb(q) > 0 {
                 next = next.min(self.state[q].window_end);
             }
         }
         self.magic_deadline = next;
+    }
+
+    /// Fills queue `q` with magic up to B and restarts its window (000 §4).
+    fn fill_with_magic(&mut self, q: usize, now: u64) {
+        let magic = self.core.params().queue_size_nb - self.core.occupancy_nb(q);
+        let policy = &self.core.params().policy.clone();
+        let state = &mut self.state;
+        self.core.queues.add(policy, q, magic, &mut clamp_magic(state));
+        self.burst_fills += 1;
+        let st = &mut self.state[q];
+        st.magic_nb = magic;
+        st.accepted_prev = st.accepted;
+        st.accepted = 0;
+        st.window_end = now + self.burst.window.0;
+        self.magic_deadline = self.magic_deadline.min(st.window_end);
+    }
+}
+
+/// Magic drains last: when service leaves a queue with `occ` nano-bytes, at most that much of
+/// it can still be magic.
+fn clamp_magic(state: &mut [BurstState]) -> impl FnMut(usize, u64) + '_ {
+    |q, occ| {
+        let m = &mut state[q].magic_nb;
+        *m = (*m).min(occ);
     }
 }
 
 impl Policer for BcPqp {
     fn on_arrival(&mut self, now: Instant, pkt: &Packet) -> Verdict {
         let q = self.core.queue_of(pkt);
-        let state = &mut self.state;
-        // Magic drains last, so what is left of it is capped by the occupancy.
-        self.core.advance(now, &mut |j, occ| {
-            let m = &mut state[j].magic_nb;
-            *m = (*m).min(occ);
-        });
+        self.core.advance(now, &mut clamp_magic(&mut self.state));
         let t = now.0;
         if t >= self.magic_deadline {
             self.close_magic_windows(t);
@@ -279,26 +305,17 @@ impl Policer for BcPqp {
             self.close_window(q, t);
         }
         let len = pkt.len as u64;
-        let st = self.state[q];
-        let room_without_magic = self.core.occupancy_nb(q) - st.magic_nb + len * NANOS_PER_SEC <= self.core.params().queue_size_nb;
+        let occupancy = self.core.occupancy_nb(q);
+        let magic = self.state[q].magic_nb.min(occupancy);
+        let room_without_magic = occupancy - magic + len * NANOS_PER_SEC <= self.core.params().queue_size_nb;
         let reason = if room_without_magic { DropReason::BurstControl } else { DropReason::Overlimit };
-        let verdict = self.core.admit(q, len, reason);
+        let verdict = self.core.admit(q, occupancy, len, reason, &mut clamp_magic(&mut self.state));
         if verdict.is_pass() {
             self.state[q].accepted += len;
-            if st.magic_nb == 0 {
+            if magic == 0 {
                 let x = self.expected_window_nb(q);
-                if Self::exceeds(self.state[q].accepted, self.burst.theta_plus, x).is_gt() {
-                    let size = self.core.params().queue_size_nb;
-                    let magic = size - self.core.occupancy_nb(q);
-                    let p = self.core.params().clone();
-                    self.core.queues.add(&p.policy, q, magic);
-                    self.burst_fills += 1;
-                    let st = &mut self.state[q];
-                    st.magic_nb = magic;
-                    st.accepted_prev = st.accepted;
-                    st.accepted = 0;
-                    st.window_end = t + self.burst.window.0;
-                    self.magic_deadline = self.magic_deadline.min(st.window_end);
+                if Self::compare(self.state[q].accepted, self.burst.theta_plus, x).is_gt() {
+                    self.fill_with_magic(q, t);
                 }
             }
         }
@@ -363,6 +380,6 @@ mod tests {
         assert!(b.on_arrival(Instant(150_000_000), &p).is_pass());
         assert_eq!(b.burst_events(), (1, 1));
         assert!(b.occupancy_nb(0) < before);
-        assert_eq!(b.burst_state(0).magic_nb, 0);
+        assert_eq!(b.magic_nb(0), 0);
     }
 }

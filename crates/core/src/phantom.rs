@@ -48,6 +48,10 @@ pub struct PhantomPolicy {
     inner_count: usize,
     slot_count: usize,
     depth: usize,
+    /// Every queue hangs directly off one `fair`/`weighted` root: service can be deferred.
+    flat_share: bool,
+    /// ... and every weight is 1.
+    flat_fair: bool,
 }
 
 /// Why a policy cannot be compiled (beyond what [`PolicyNode::resolve`] checks).
@@ -61,8 +65,18 @@ pub enum CompileError {
 
 impl PhantomPolicy {
     pub fn compile(root: &PolicyNode) -> Result<Self, CompileError> {
-        let mut p = PhantomPolicy { nodes: Vec::new(), leaf_of_queue: Vec::new(), inner_count: 0, slot_count: 0, depth: 0 };
+        let mut p = PhantomPolicy {
+            nodes: Vec::new(),
+            leaf_of_queue: Vec::new(),
+            inner_count: 0,
+            slot_count: 0,
+            depth: 0,
+            flat_share: false,
+            flat_fair: false,
+        };
         p.add(root, 0, 1, 0, 1)?;
+        p.flat_share = p.depth <= 2 && p.nodes[0].kind == Kind::Share;
+        p.flat_fair = p.flat_share && p.nodes.iter().all(|n| n.weight == 1);
         if p.nodes.len() > u16::MAX as usize {
             return Err(CompileError::TooLarge(p.nodes.len()));
         }
@@ -106,10 +120,6 @@ impl PhantomPolicy {
         self.leaf_of_queue.len()
     }
 
-    /// Whether every queue hangs directly off one `fair` node (the common, cheapest case).
-    fn is_flat_fair(&self) -> bool {
-        self.depth <= 2 && self.nodes[0].kind == Kind::Share && self.nodes.iter().all(|n| n.weight == 1)
-    }
 }
 
 /// Per inner node: the bytes queued below it and its non-empty children.
@@ -132,6 +142,13 @@ pub struct PhantomQueues {
     /// Active children of every inner node, as node ids; a node's slots are
     /// `first_slot .. first_slot + active_len`. Kept in rank order under `priority` nodes.
     slots: Box<[u16]>,
+    /// Flat `fair`/`weighted` only: service owed but not yet handed out (nano-bytes).
+    deferred: u64,
+    /// Service may stay deferred while `deferred < defer_limit`: below it no queue can empty,
+    /// so the active set and each queue's share of it are fixed (see [`Self::serve`]).
+    defer_limit: u64,
+    /// ⌊(2⁶⁴−1)/W⌋ for the root's active weight W, so that ⌊D/W⌋ costs two multiplications.
+    weight_reciprocal: u64,
 }
 
 impl PhantomQueues {
@@ -140,19 +157,70 @@ impl PhantomQueues {
             occupancy: vec![0; policy.queues()].into_boxed_slice(),
             inner: vec![InnerState::default(); policy.inner_count].into_boxed_slice(),
             slots: vec![0; policy.slot_count].into_boxed_slice(),
+            deferred: 0,
+            defer_limit: 0,
+            weight_reciprocal: 0,
         }
     }
 
-    /// Occupancy of queue `q` in nano-bytes.
+    /// Occupancy of queue `q` in nano-bytes, with any deferred service applied.
     #[inline]
-    pub fn occupancy(&self, q: usize) -> u64 {
-        self.occupancy[q]
+    pub fn occupancy(&self, policy: &PhantomPolicy, q: usize) -> u64 {
+        let stored = self.occupancy[q];
+        if self.deferred == 0 || stored == 0 {
+            return stored;
+        }
+        stored - self.deferred_share(policy, q)
     }
 
-    /// Total occupancy of all queues in nano-bytes.
+    /// What [`Self::water_fill`] would take from active queue `q` if the deferred service were
+    /// handed out now. Below `defer_limit` no queue empties, so it is ⌊D/W⌋·w_q, plus the whole
+    /// remainder D − ⌊D/W⌋·W for the first queue of the list (whose slack exceeds W).
+    #[inline]
+    fn deferred_share(&self, policy: &PhantomPolicy, q: usize) -> u64 {
+        let root = &self.inner[0];
+        let leaf = policy.leaf_of_queue[q];
+        let w = policy.nodes[leaf as usize].weight as u64;
+        let unit = div_by_reciprocal(self.deferred, root.active_weight, self.weight_reciprocal);
+        let spare = if self.slots[0] == leaf { self.deferred - unit * root.active_weight } else { 0 };
+        unit * w + spare
+    }
+
+    /// Total occupancy of all queues in nano-bytes (deferred service applied).
     #[inline]
     pub fn backlog(&self) -> u64 {
-        self.inner[0].backlog
+        self.inner[0].backlog - self.deferred
+    }
+
+    /// Hands out deferred service now (before the active set may change).
+    #[inline]
+    fn flush(&mut self, policy: &PhantomPolicy, on_drain: &mut impl FnMut(usize, u64)) {
+        if self.deferred > 0 {
+            let d = std::mem::take(&mut self.deferred);
+            self.apply(policy, d, on_drain);
+        }
+    }
+
+    /// After service was applied: how much may be deferred next. With m = min over active
+    /// queues of ⌊L_q/w_q⌋ and W the active weight, deferring D keeps every queue above
+    /// ⌊D/W⌋·w_q + W (so none empties and the remainder fits in the first) iff
+    /// ⌊D/W⌋ + W ≤ m, i.e. D < (m − W + 1)·W. Arrivals only raise L_q, so the limit stays safe.
+    fn set_defer_limit(&mut self, policy: &PhantomPolicy) {
+        self.defer_limit = 0;
+        let root = self.inner[0];
+        if !policy.flat_share || root.active_len == 0 {
+            return;
+        }
+        let mut m = u64::MAX;
+        for i in 0..root.active_len as usize {
+            let info = &policy.nodes[self.slots[i] as usize];
+            m = m.min(self.occupancy[info.index as usize] / info.weight as u64);
+        }
+        let w = root.active_weight;
+        self.weight_reciprocal = u64::MAX / w;
+        if m >= w {
+            self.defer_limit = ((m - w + 1) as u128 * w as u128).min(u64::MAX as u128) as u64;
+        }
     }
 
     /// Queues that are non-empty, in no particular order (walks the active lists only).
@@ -182,12 +250,16 @@ impl PhantomQueues {
     }
 
     /// Adds `nb` nano-bytes to queue `q`, activating it (and its ancestors) if it was empty.
-    pub fn add(&mut self, policy: &PhantomPolicy, q: usize, nb: u64) {
+    pub fn add(&mut self, policy: &PhantomPolicy, q: usize, nb: u64, on_drain: &mut impl FnMut(usize, u64)) {
         if nb == 0 {
             return;
         }
         let mut node = policy.leaf_of_queue[q];
         let was_empty = self.occupancy[q] == 0;
+        if was_empty {
+            // A new active queue changes everyone's share: settle the old shares first.
+            self.flush(policy, on_drain);
+        }
         self.occupancy[q] += nb;
         let mut activate = was_empty;
         while node != 0 {
@@ -214,11 +286,15 @@ impl PhantomQueues {
             activate = parent_was_empty;
             node = info.parent;
         }
+        if was_empty {
+            self.set_defer_limit(policy);
+        }
     }
 
     /// Takes `nb` (≤ its occupancy) nano-bytes out of queue `q` without serving them (BC-PQP's
     /// magic removal), deactivating whatever it empties.
-    pub fn remove(&mut self, policy: &PhantomPolicy, q: usize, nb: u64) {
+    pub fn remove(&mut self, policy: &PhantomPolicy, q: usize, nb: u64, on_drain: &mut impl FnMut(usize, u64)) {
+        self.flush(policy, on_drain);
         let nb = nb.min(self.occupancy[q]);
         if nb == 0 {
             return;
@@ -247,26 +323,40 @@ impl PhantomQueues {
             deactivate = self.inner[ix].backlog == 0;
             node = info.parent;
         }
+        self.set_defer_limit(policy);
     }
 
     /// Serves `budget` nano-bytes by the policy (the batched phantom dequeues of Δt at rate r).
-    /// `on_drain(q, new_occupancy)` is told of every queue whose occupancy fell.
-    /// Returns the nano-bytes actually served (less than `budget` only if everything emptied).
-    pub fn serve(&mut self, policy: &PhantomPolicy, budget: u64, on_drain: &mut impl FnMut(usize, u64)) -> u64 {
+    /// `on_drain(q, new_occupancy)` is told of queues whose stored occupancy fell.
+    ///
+    /// Under a flat `fair`/`weighted` policy the batch may be deferred: while no queue can empty
+    /// (`defer_limit`), each queue's part of it is a closed form ([`Self::deferred_share`]),
+    /// so [`Self::occupancy`] answers in O(1) and the O(#active) hand-out runs only when the
+    /// active set may change. Other policies hand out every batch at once.
+    #[inline]
+    pub fn serve(&mut self, policy: &PhantomPolicy, budget: u64, on_drain: &mut impl FnMut(usize, u64)) {
+        let d = self.deferred.saturating_add(budget);
+        if d < self.defer_limit {
+            self.deferred = d;
+            return;
+        }
+        self.deferred = 0;
+        self.apply(policy, d, on_drain);
+    }
+
+    fn apply(&mut self, policy: &PhantomPolicy, budget: u64, on_drain: &mut impl FnMut(usize, u64)) {
         let total = self.inner[0].backlog;
         if total == 0 || budget == 0 {
-            return 0;
+            return;
         }
         if budget >= total {
             self.drain_all(policy, 0, on_drain);
-            return total;
-        }
-        if policy.is_flat_fair() {
+        } else if policy.flat_fair {
             self.serve_flat_fair(policy, budget, on_drain);
         } else {
             self.fill(policy, 0, budget, on_drain);
         }
-        budget
+        self.set_defer_limit(policy);
     }
 
     /// Empties the subtree of `node`; its parent's list is the caller's business.
@@ -461,7 +551,10 @@ impl PhantomQueues {
                 Kind::Share => {
                     let w = cinfo.weight as u64;
                     let wsum = st.active_weight + if child_idle { w } else { 0 };
-                    b = ((b as u128 * w as u128) / wsum as u128) as u64;
+                    b = match b.checked_mul(w) {
+                        Some(bw) => bw / wsum,
+                        None => ((b as u128 * w as u128) / wsum as u128) as u64,
+                    };
                 }
                 Kind::Priority => {
                     let base = pinfo.first_slot as usize;
@@ -492,6 +585,17 @@ impl PhantomQueues {
     }
 }
 
+/// ⌊d/w⌋ given recip = ⌊(2⁶⁴−1)/w⌋: the estimate ⌊d·recip/2⁶⁴⌋ is at most 2 short
+/// (d·(2⁶⁴/w − recip) < 2⁶⁴·(1 + 1/w)), and the loop corrects it exactly.
+#[inline]
+pub fn div_by_reciprocal(d: u64, w: u64, recip: u64) -> u64 {
+    let mut q = ((d as u128 * recip as u128) >> 64) as u64;
+    while (q as u128 + 1) * w as u128 <= d as u128 {
+        q += 1;
+    }
+    q
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -502,44 +606,55 @@ mod tests {
         (p, s)
     }
 
-    fn occ(s: &PhantomQueues, n: usize) -> Vec<u64> {
-        (0..n).map(|q| s.occupancy(q)).collect()
+    fn occ(p: &PhantomPolicy, s: &PhantomQueues, n: usize) -> Vec<u64> {
+        (0..n).map(|q| s.occupancy(p, q)).collect()
+    }
+
+    #[test]
+    fn reciprocal_division_is_exact() {
+        for w in [1u64, 2, 3, 7, 16, 1000, 65_537, u32::MAX as u64 * 1024] {
+            let r = u64::MAX / w;
+            for d in [0, 1, w - 1, w, w + 1, 12_345_678_901, u64::MAX / 3, u64::MAX - 1, u64::MAX] {
+                assert_eq!(div_by_reciprocal(d, w, r), d / w, "{d}/{w}");
+            }
+        }
     }
 
     #[test]
     fn fair_water_fills_max_min() {
         let (p, mut s) = build("fair", 3, None);
-        s.add(&p, 0, 10);
-        s.add(&p, 1, 100);
-        s.add(&p, 2, 100);
+        s.add(&p, 0, 10, &mut |_, _| {});
+        s.add(&p, 1, 100, &mut |_, _| {});
+        s.add(&p, 2, 100, &mut |_, _| {});
         // 10 goes to queue 0 (it empties), the other 50 split evenly.
-        assert_eq!(s.serve(&p, 60, &mut |_, _| {}), 60);
-        assert_eq!(occ(&s, 3), vec![0, 75, 75]);
+        s.serve(&p, 60, &mut |_, _| {});
+        assert_eq!(occ(&p, &s, 3), vec![0, 75, 75]);
         assert_eq!(s.backlog(), 150);
         s.serve(&p, 1, &mut |_, _| {});
-        assert_eq!(s.occupancy(1) + s.occupancy(2), 149);
+        assert_eq!(s.occupancy(&p, 1) + s.occupancy(&p, 2), 149);
+        assert_eq!(s.backlog(), 149);
     }
 
     #[test]
     fn weighted_and_priority_and_nested() {
         let (p, mut s) = build("weighted", 2, Some(&[1, 3]));
-        s.add(&p, 0, 1000);
-        s.add(&p, 1, 1000);
+        s.add(&p, 0, 1000, &mut |_, _| {});
+        s.add(&p, 1, 1000, &mut |_, _| {});
         s.serve(&p, 400, &mut |_, _| {});
-        assert_eq!(occ(&s, 2), vec![900, 700]);
+        assert_eq!(occ(&p, &s, 2), vec![900, 700]);
 
         let (p, mut s) = build("priority", 3, None);
-        s.add(&p, 2, 100);
-        s.add(&p, 1, 100);
+        s.add(&p, 2, 100, &mut |_, _| {});
+        s.add(&p, 1, 100, &mut |_, _| {});
         s.serve(&p, 150, &mut |_, _| {});
-        assert_eq!(occ(&s, 3), vec![0, 0, 50]);
+        assert_eq!(occ(&p, &s, 3), vec![0, 0, 50]);
 
         let (p, mut s) = build("priority(0, weighted(1:1, 2:2))", 3, None);
-        s.add(&p, 0, 30);
-        s.add(&p, 1, 1000);
-        s.add(&p, 2, 1000);
+        s.add(&p, 0, 30, &mut |_, _| {});
+        s.add(&p, 1, 1000, &mut |_, _| {});
+        s.add(&p, 2, 1000, &mut |_, _| {});
         s.serve(&p, 330, &mut |_, _| {});
-        assert_eq!(occ(&s, 3), vec![0, 900, 800]);
+        assert_eq!(occ(&p, &s, 3), vec![0, 900, 800]);
         assert_eq!(s.backlog(), 1700);
     }
 
@@ -549,10 +664,10 @@ mod tests {
         let greedy = |_| u64::MAX;
         // Alone, a queue expects the whole rate.
         assert_eq!(s.expected_share(&p, 1, 900, &greedy), 900);
-        s.add(&p, 2, 5);
+        s.add(&p, 2, 5, &mut |_, _| {});
         assert_eq!(s.expected_share(&p, 1, 900, &greedy), 300);
         assert_eq!(s.expected_share(&p, 2, 900, &greedy), 900);
-        s.add(&p, 0, 5);
+        s.add(&p, 0, 5, &mut |_, _| {});
         assert_eq!(s.expected_share(&p, 0, 900, &greedy), 900);
         assert_eq!(s.expected_share(&p, 2, 900, &greedy), 0);
         let uses_300 = |q| if q == 0 { 300 } else { 0 };

@@ -11,6 +11,7 @@
 
 use crate::config::ConfigError;
 use crate::phantom::{PhantomPolicy, PhantomQueues};
+use crate::packet::mix64;
 use crate::policy::PolicyNode;
 use crate::units::{MAX_SIZE_BYTES, NANOS_PER_SEC};
 use crate::{Bytes, Classify, DropReason, Instant, Packet, Policer, Rate, Verdict};
@@ -144,13 +145,18 @@ impl Pqp {
 
     /// Occupancy L_i of queue `q` in nano-bytes (bytes × 10⁹), as of the last arrival.
     pub fn occupancy_nb(&self, q: usize) -> u64 {
-        self.queues.occupancy(q)
+        self.queues.occupancy(&self.params.policy, q)
     }
 
     /// The queue a packet belongs to.
     #[inline]
     pub fn queue_of(&self, pkt: &Packet) -> usize {
-        self.params.classify.queue_of(pkt, self.params.queues)
+        let n = self.params.queues;
+        match self.params.classify {
+            // The same queue as Classify::queue_of (x mod 2^k = x & (2^k − 1)) without a division.
+            Classify::Flow if n.is_power_of_two() => (mix64(pkt.flow) & (n as u64 - 1)) as usize,
+            c => c.queue_of(pkt, n),
+        }
     }
 
     /// Brings phantom service up to `now` (000 §3.1: batched dequeues). A clock that went
@@ -166,10 +172,12 @@ impl Pqp {
 
     /// Admits `bytes` into queue `q` if it fits; counts the verdict.
     #[inline]
-    pub(crate) fn admit(&mut self, q: usize, bytes: u64, full: DropReason) -> Verdict {
+    /// `occupancy` is L_i as [`Self::occupancy_nb`] reports it now.
+    #[inline]
+    pub(crate) fn admit(&mut self, q: usize, occupancy: u64, bytes: u64, full: DropReason, on_drain: &mut impl FnMut(usize, u64)) -> Verdict {
         let nb = bytes * NANOS_PER_SEC;
-        if self.queues.occupancy(q) + nb <= self.params.queue_size_nb {
-            self.queues.add(&self.params.policy, q, nb);
+        if occupancy + nb <= self.params.queue_size_nb {
+            self.queues.add(&self.params.policy, q, nb, on_drain);
             self.stats.passed_packets += 1;
             self.stats.passed_bytes += bytes;
             Verdict::Pass
@@ -186,7 +194,8 @@ impl Policer for Pqp {
     fn on_arrival(&mut self, now: Instant, pkt: &Packet) -> Verdict {
         let q = self.queue_of(pkt);
         self.advance(now, &mut |_, _| {});
-        self.admit(q, pkt.len as u64, DropReason::Overlimit)
+        let occupancy = self.occupancy_nb(q);
+        self.admit(q, occupancy, pkt.len as u64, DropReason::Overlimit, &mut |_, _| {})
     }
 }
 
