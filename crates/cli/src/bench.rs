@@ -1,8 +1,379 @@
-//! PLACEHOLDER: to be replaced by the owning helper.
+//! `ratekit bench`: nanoseconds per packet of every policer at 1, 10k and 1M aggregates of 16
+//! queues, all measured in one run so that the ratios between them mean something.
+//!
+//! Method: for each aggregate count one arrival array is generated up front (seeded): each packet
+//! goes to an aggregate chosen uniformly at random, to one of 64 flows and 16 classes, with sizes
+//! mixing 1500 B and smaller packets, at twice the aggregates' total rate (so about half of the
+//! packets are dropped and both paths run). Every enforcer gets fresh state per repetition (built
+//! untimed), then the timed loop feeds the whole array through `on_arrival`; the figure is the
+//! median over repetitions of elapsed time / packets. Aggregate state lives in a vector indexed
+//! by a dense aggregate id, so the lookup of the aggregate (a hash of the subscriber key in a
+//! real data plane) is not included, as in the paper's cycle counts (classification excluded).
+
+use crate::csv_io::write_atomic;
+use anyhow::Context;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use ratekit_core::sizing::{self, EvaluationSizes, DEFAULT_MSS};
+use ratekit_core::bcpqp::BcPqp;
+use ratekit_core::fair_policer::FairPolicer;
+use ratekit_core::pqp::Pqp;
+use ratekit_core::srtcm::SrTcm;
+use ratekit_core::token_bucket::TokenBucket;
+use ratekit_core::trtcm::TrTcm;
+use ratekit_core::{Duration, EnforcerConfig, Instant, Packet, Policer, Rate};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::fmt::Write as _;
+use std::hint::black_box;
+use std::path::PathBuf;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// A few seconds instead of minutes: fewer packets, 1 and 10k aggregates only. For smoke
+    /// tests; the figures are noisier.
+    #[arg(long)]
+    pub quick: bool,
+    /// Markdown file for the results table (also printed).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Seed of the arrival arrays.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+const QUEUES: u32 = 16;
+const FLOWS_PER_AGGREGATE: u64 = 64;
+/// Offered load as a multiple of the aggregates' total rate.
+const OVERLOAD: f64 = 2.0;
+/// Per-aggregate state beyond this is not built: the cell is reported as skipped.
+const MEMORY_BUDGET_BYTES: u64 = 8 << 30;
+
+struct Contender {
+    name: &'static str,
+    toml: String,
+}
+
+/// Every policer, configured as in the BC-PQP evaluation (000 §6.1) for a 10 Mbit/s aggregate
+/// and a 100 ms maximum RTT.
+fn contenders() -> Vec<Contender> {
+    let rate = Rate::from_bits_per_sec(10_000_000);
+    let rtt = Duration::from_millis(100);
+    let sizes = EvaluationSizes::paper(rate, rtt, DEFAULT_MSS);
+    let pqp = sizing::phantom_queue_bytes(rate, rtt, DEFAULT_MSS);
+    let phantom = |kind: &str, classify: &str, policy: &str, size: u64| {
+        format!(
+            "kind = \"{kind}\"\nrate = \"{rate}\"\nqueues = {QUEUES}\nqueue_size = {size}\nclassify = \"{classify}\"\npolicy = \"{policy}\"\n"
+        )
+    };
+    let weighted = format!(
+        "weighted({})",
+        (0..QUEUES).map(|q| format!("{q}:{}", q + 1)).collect::<Vec<_>>().join(", ")
+    );
+    let nested = format!(
+        "priority(0, weighted({}))",
+        (1..QUEUES).map(|q| format!("{q}:{q}")).collect::<Vec<_>>().join(", ")
+    );
+    vec![
+        Contender { name: "token_bucket", toml: format!("kind = \"token_bucket\"\nrate = \"{rate}\"\nburst = {}\n", sizes.policer) },
+        Contender {
+            name: "srtcm",
+            toml: format!("kind = \"srtcm\"\ncir = \"{rate}\"\ncbs = {}\nebs = {}\n", sizes.policer, sizes.policer),
+        },
+        Contender { name: "pqp_fair", toml: phantom("pqp", "flow", "fair", pqp) },
+        Contender { name: "bcpqp_fair", toml: phantom("bcpqp", "flow", "fair", sizes.bcpqp) },
+        Contender { name: "bcpqp_weighted", toml: phantom("bcpqp", "class", &weighted, sizes.bcpqp) },
+        Contender { name: "bcpqp_nested", toml: phantom("bcpqp", "class", &nested, sizes.bcpqp) },
+        Contender {
+            name: "fair_policer",
+            toml: format!("kind = \"fair_policer\"\nrate = \"{rate}\"\nbucket = {}\n", sizes.fair_policer),
+        },
+    ]
+}
+
+/// Arrival times and packets for `aggregates` aggregates of `rate` each.
+fn arrivals(seed: u64, aggregates: u32, packets: usize, rate: Rate) -> Vec<(Instant, Packet)> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ aggregates as u64);
+    let sizes: Vec<u32> = (0..packets).map(|_| if rng.gen_bool(0.7) { 1500 } else { rng.gen_range(40..1500) }).collect();
+    let mean = sizes.iter().map(|&s| s as f64).sum::<f64>() / packets.max(1) as f64;
+    let gap_ns = mean / (rate.as_f64() * OVERLOAD * aggregates as f64) * 1e9;
+    sizes
+        .into_iter()
+        .enumerate()
+        .map(|(i, len)| {
+            let aggregate = rng.gen_range(0..aggregates) as u64;
+            let pkt = Packet {
+                id: i as u64,
+                len,
+                flow: aggregate * FLOWS_PER_AGGREGATE + rng.gen_range(0..FLOWS_PER_AGGREGATE),
+                class: rng.gen_range(0..QUEUES) as u16,
+                aggregate,
+            };
+            (Instant((i as f64 * gap_ns) as u64), pkt)
+        })
+        .collect()
+}
+
+/// Counts live heap bytes, so the bench can report the state each aggregate costs.
+struct CountingAlloc;
+
+static LIVE_BYTES: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards every call to the system allocator unchanged; only counts sizes.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE_BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
+        System.alloc(layout)
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE_BYTES.fetch_sub(layout.size() as u64, Ordering::Relaxed);
+        System.dealloc(ptr, layout)
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        LIVE_BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
+        System.alloc_zeroed(layout)
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE_BYTES.fetch_add(new_size as u64, Ordering::Relaxed);
+        LIVE_BYTES.fetch_sub(layout.size() as u64, Ordering::Relaxed);
+        System.realloc(ptr, layout, new_size)
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: CountingAlloc = CountingAlloc;
+
+/// Measures one policer type: `n` fresh instances (built untimed) in a vector indexed by
+/// aggregate, then one timed pass of `arr`. Concrete types, not `AnyPolicer`, so each
+/// algorithm's state is laid out at its own size.
+struct Bench<'a> {
+    n: u32,
+    arr: &'a [(Instant, Packet)],
+}
+
+impl Bench<'_> {
+    /// (ns per packet, passed fraction).
+    fn time<P: Policer>(&self, make: impl Fn() -> P) -> (f64, f64) {
+        let mut ps: Vec<P> = (0..self.n).map(|_| make()).collect();
+        let mut passed = 0u64;
+        let start = std::time::Instant::now();
+        for (t, pkt) in self.arr {
+            // Bounds-checked indexing is part of the measured cost, as it would be in a data plane.
+            passed += ps[pkt.aggregate as usize].on_arrival(*t, black_box(pkt)).is_pass() as u64;
+        }
+        let ns = start.elapsed().as_nanos() as f64 / self.arr.len() as f64;
+        black_box(&ps);
+        (ns, passed as f64 / self.arr.len() as f64)
+    }
+
+    /// Heap bytes per instance (the vector's slot included), from building `n` of them.
+    fn bytes_each<P>(&self, make: impl Fn() -> P) -> u64 {
+        let before = LIVE_BYTES.load(Ordering::Relaxed);
+        let ps: Vec<P> = (0..self.n).map(|_| make()).collect();
+        let after = LIVE_BYTES.load(Ordering::Relaxed);
+        drop(black_box(ps));
+        after.saturating_sub(before) / self.n.max(1) as u64
+    }
+}
+
+/// Calls `$f` on a `Bench` with the constructor of `$cfg`'s concrete policer type.
+macro_rules! with_policer {
+    ($cfg:expr, $bench:expr, $f:ident) => {
+        match $cfg {
+            EnforcerConfig::TokenBucket(c) => Ok($bench.$f(|| TokenBucket::new(c))),
+            EnforcerConfig::Srtcm(c) => Ok($bench.$f(|| SrTcm::new(c))),
+            EnforcerConfig::Trtcm(c) => Ok($bench.$f(|| TrTcm::new(c))),
+            EnforcerConfig::Pqp(c) => Ok($bench.$f(|| Pqp::new(c))),
+            EnforcerConfig::Bcpqp(c) => Ok($bench.$f(|| BcPqp::new(c))),
+            EnforcerConfig::FairPolicer(c) => Ok($bench.$f(|| FairPolicer::new(c))),
+            other => Err(anyhow::anyhow!("'{}' is not a policer", other.kind())),
+        }
+    };
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// One measured cell: ns per packet and passed fraction, or why it was skipped.
+enum Cell {
+    Measured { ns: f64, passed: f64 },
+    Skipped(String),
+}
+
+struct Plan {
+    aggregates: Vec<u32>,
+    packets: usize,
+    reps: usize,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let plan = if args.quick {
+        Plan { aggregates: vec![1, 10_000], packets: 200_000, reps: 3 }
+    } else {
+        Plan { aggregates: vec![1, 10_000, 1_000_000], packets: 10_000_000, reps: 5 }
+    };
+    let contenders = contenders();
+    let configs: Vec<EnforcerConfig> = contenders
+        .iter()
+        .map(|c| EnforcerConfig::from_toml(&c.toml).with_context(|| format!("bench config for {}", c.name)))
+        .collect::<anyhow::Result<_>>()?;
+
+    // Memory per aggregate, from building 10k of each.
+    let sizing_bench = Bench { n: 10_000, arr: &[] };
+    let per_aggregate: Vec<u64> =
+        configs.iter().map(|cfg| with_policer!(cfg, sizing_bench, bytes_each)).collect::<anyhow::Result<_>>()?;
+
+    let total_steps = (plan.aggregates.len() * plan.reps * configs.len()) as u64;
+    let progress = indicatif::ProgressBar::with_draw_target(Some(total_steps), indicatif::ProgressDrawTarget::stderr());
+    let rate = Rate::from_bits_per_sec(10_000_000);
+    let mut cells: Vec<Vec<Cell>> = Vec::new();
+    for &n in &plan.aggregates {
+        let arr = arrivals(args.seed, n, plan.packets, rate);
+        let mut samples: Vec<Vec<(f64, f64)>> = vec![Vec::new(); configs.len()];
+        let mut skipped: Vec<Option<String>> = vec![None; configs.len()];
+        for (i, per) in per_aggregate.iter().enumerate() {
+            let need = per * n as u64;
+            if need > MEMORY_BUDGET_BYTES {
+                skipped[i] = Some(format!("needs ~{:.1} GB", need as f64 / 1e9));
+            }
+        }
+        // Repetitions outermost, so machine noise spreads over every enforcer alike.
+        for _ in 0..plan.reps {
+            for (i, cfg) in configs.iter().enumerate() {
+                progress.set_message(format!("{} × {n}", contenders[i].name));
+                if skipped[i].is_none() {
+                    let bench = Bench { n, arr: &arr };
+                    samples[i].push(with_policer!(cfg, bench, time)?);
+                }
+                progress.inc(1);
+            }
+        }
+        cells.push(
+            samples
+                .into_iter()
+                .zip(skipped)
+                .map(|(s, skip)| match skip {
+                    Some(why) => Cell::Skipped(why),
+                    None => Cell::Measured {
+                        ns: median(s.iter().map(|x| x.0).collect()),
+                        passed: s[0].1,
+                    },
+                })
+                .collect(),
+        );
+    }
+    progress.finish_and_clear();
+
+    let table = render(&args, &plan, &contenders, &per_aggregate, &cells);
+    print!("{table}");
+    if let Some(out) = &args.out {
+        write_atomic(out, table.as_bytes())?;
+        println!("wrote {}", out.display());
+    }
+    Ok(())
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    format!("{cpu}, {cores} cores available")
+}
+
+fn fmt_count(n: u32) -> String {
+    match n {
+        n if n >= 1_000_000 && n % 1_000_000 == 0 => format!("{}M", n / 1_000_000),
+        n if n >= 1_000 && n % 1_000 == 0 => format!("{}k", n / 1_000),
+        n => n.to_string(),
+    }
+}
+
+fn render(args: &Args, plan: &Plan, contenders: &[Contender], per_aggregate: &[u64], cells: &[Vec<Cell>]) -> String {
+    let mut s = String::new();
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let _ = writeln!(
+        s,
+        "Command: `ratekit bench{}{}` (seed {}; {} packets per cell, median of {} repetitions)  ",
+        if args.quick { " --quick" } else { "" },
+        args.out.as_ref().map(|o| format!(" --out {}", o.display())).unwrap_or_default(),
+        args.seed,
+        plan.packets,
+        plan.reps
+    );
+    let _ = writeln!(s, "Machine: {}; date: {} (Unix time {secs})  ", machine(), civil_date(secs));
+    let _ = writeln!(s, "Policers: 10 Mbit/s per aggregate, 16 queues, offered at {OVERLOAD}× the rate; ns per packet (× the token bucket's).\n");
+    let _ = write!(s, "| enforcer | state / aggregate |");
+    for &n in &plan.aggregates {
+        let _ = write!(s, " {} aggregate{} |", fmt_count(n), if n == 1 { "" } else { "s" });
+    }
+    let _ = writeln!(s, " passed |");
+    let _ = writeln!(s, "|---|---:|{}---:|", "---:|".repeat(plan.aggregates.len()));
+    for (i, c) in contenders.iter().enumerate() {
+        let _ = write!(s, "| {} | {} B |", c.name, per_aggregate[i]);
+        for row in cells {
+            let base = match &row[0] {
+                Cell::Measured { ns, .. } => Some(*ns),
+                Cell::Skipped(_) => None,
+            };
+            match &row[i] {
+                Cell::Measured { ns, .. } => {
+                    let ratio = base.map(|b| format!(" ({:.2}×)", ns / b)).unwrap_or_default();
+                    let _ = write!(s, " {ns:.1}{ratio} |");
+                }
+                Cell::Skipped(why) => {
+                    let _ = write!(s, " skipped: {why} |");
+                }
+            }
+        }
+        let passed = cells.iter().find_map(|row| match &row[i] {
+            Cell::Measured { passed, .. } => Some(*passed),
+            Cell::Skipped(_) => None,
+        });
+        let _ = writeln!(s, " {} |", passed.map(|p| format!("{:.0}%", 100.0 * p)).unwrap_or_else(|| "-".into()));
+    }
+    s
+}
+
+/// YYYY-MM-DD for Unix seconds (UTC), without a date-time dependency (Howard Hinnant's
+/// days-from-civil inverse).
+fn civil_date(secs: u64) -> String {
+    let z = (secs / 86_400) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_date(0), "1970-01-01");
+        assert_eq!(civil_date(951_782_400), "2000-02-29");
+        assert_eq!(civil_date(1_795_000_000), "2026-11-18");
+    }
+
+    #[test]
+    fn arrivals_overload_every_aggregate_evenly() {
+        let rate = Rate::from_bits_per_sec(10_000_000);
+        let arr = arrivals(1, 4, 40_000, rate);
+        assert!(arr.windows(2).all(|w| w[0].0 <= w[1].0));
+        let span = arr.last().unwrap().0 .0 as f64 * 1e-9;
+        for a in 0..4 {
+            let bytes: u64 = arr.iter().filter(|(_, p)| p.aggregate == a).map(|(_, p)| p.len as u64).sum();
+            let load = bytes as f64 / span / rate.as_f64();
+            assert!((load - OVERLOAD).abs() < 0.1, "aggregate {a}: {load}");
+        }
+    }
 }

@@ -1,0 +1,38 @@
+//! `ratekit bench --quick` smoke test: the command runs and its table has the expected shape
+//! and sane figures. Speed itself is measured, never asserted.
+
+use std::process::Command;
+
+#[test]
+fn quick_bench_writes_a_sane_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_file = dir.path().join("bench.md");
+    let out = Command::new(env!("CARGO_BIN_EXE_ratekit"))
+        .args(["bench", "--quick", "--out", out_file.to_str().unwrap()])
+        .output()
+        .expect("run ratekit bench");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = std::fs::read_to_string(&out_file).unwrap();
+    assert!(table.contains("Command: `ratekit bench --quick"), "{table}");
+    assert!(table.contains("Machine: "), "{table}");
+    let header = table.lines().find(|l| l.starts_with("| enforcer")).expect("table header");
+    assert!(header.contains("| 1 aggregate |") && header.contains("| 10k aggregates |"), "{header}");
+    for name in ["token_bucket", "pqp_fair", "bcpqp_fair", "bcpqp_weighted", "bcpqp_nested", "fair_policer"] {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&format!("| {name} |")))
+            .unwrap_or_else(|| panic!("no row for {name}: {table}"));
+        let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+        assert_eq!(cells.len(), 5, "{row}");
+        for cell in &cells[2..4] {
+            let ns: f64 = cell.split_whitespace().next().unwrap().parse().unwrap_or_else(|_| panic!("{row}"));
+            assert!(ns > 0.0 && ns < 1e6, "{row}");
+            assert!(cell.contains('×'), "ratio missing: {row}");
+        }
+        // Offered at twice the rate: a policer passes roughly half.
+        let passed: f64 = cells[4].trim_end_matches('%').parse().unwrap();
+        assert!((35.0..=75.0).contains(&passed), "{row}");
+    }
+    let base = table.lines().find(|l| l.starts_with("| token_bucket |")).unwrap();
+    assert!(base.contains("(1.00×)"), "{base}");
+}
