@@ -6,6 +6,7 @@ mod bench;
 mod csv_io;
 mod demo;
 mod detect;
+mod detect_clusters;
 mod middlebox;
 mod replay;
 mod sim;

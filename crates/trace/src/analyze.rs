@@ -54,17 +54,45 @@ struct ClientData {
     flows: HashMap<String, usize>,
 }
 
-pub fn analyze(input: impl Read + Send, opts: &Options) -> FileReport {
+/// Analyses decoded packets already in memory (generated traces), in order.
+pub fn analyze_packets(packets: &[crate::decode::TcpPacket], opts: &Options) -> Vec<Row> {
+    let mut pipeline = Pipeline::new(opts);
     let mut tracker = Tracker::new();
-    let mut rows = Vec::new();
-    let mut clients: HashMap<IpAddr, ClientData> = HashMap::new();
-    let mut on_segment = |seg: Segment| {
+    for p in packets {
+        tracker.push(p, &mut |s| pipeline.on_segment(s));
+    }
+    tracker.finish(&mut |s| pipeline.on_segment(s));
+    pipeline.finish()
+}
+
+/// Reads and analyses one capture.
+pub fn analyze(input: impl Read + Send, opts: &Options) -> FileReport {
+    let mut pipeline = Pipeline::new(opts);
+    let mut tracker = Tracker::new();
+    let outcome = read_tcp(input, |p| tracker.push(p, &mut |s| pipeline.on_segment(s)));
+    tracker.finish(&mut |s| pipeline.on_segment(s));
+    FileReport { rows: pipeline.finish(), stats: outcome.stats, error: outcome.error }
+}
+
+struct Pipeline<'a> {
+    opts: &'a Options,
+    rows: Vec<Row>,
+    clients: HashMap<IpAddr, ClientData>,
+}
+
+impl<'a> Pipeline<'a> {
+    fn new(opts: &'a Options) -> Self {
+        Pipeline { opts, rows: Vec::new(), clients: HashMap::new() }
+    }
+
+    fn on_segment(&mut self, seg: Segment) {
+        let opts = self.opts;
         if seg.direction == Direction::ClientToServer && !opts.all_directions {
             return;
         }
         let judgement = judge(&seg.packets, &seg.rtts, &seg.acks, &opts.params);
         let flow = seg.flow_label();
-        rows.push(Row {
+        self.rows.push(Row {
             flow: flow.clone(),
             segment: seg.index.to_string(),
             direction: seg.direction.as_str(),
@@ -72,21 +100,22 @@ pub fn analyze(input: impl Read + Send, opts: &Options) -> FileReport {
             judgement,
         });
         if opts.aggregate && seg.direction != Direction::ClientToServer {
-            let c = clients.entry(seg.receiver.addr).or_default();
+            let c = self.clients.entry(seg.receiver.addr).or_default();
             let n = c.flows.len();
             let id = *c.flows.entry(flow).or_insert(n);
             let (t0, t1) = (seg.packets[0].t_ns, seg.packets[seg.packets.len() - 1].t_ns);
             c.segments.push((t0, t1, id, seg.packets, seg.rtts, seg.acks));
         }
-    };
-    let outcome = read_tcp(input, |p| tracker.push(p, &mut on_segment));
-    tracker.finish(&mut on_segment);
-    let mut clients: Vec<_> = clients.into_iter().collect();
-    clients.sort_by_key(|(a, _)| *a);
-    for (addr, data) in clients {
-        aggregate_rows(addr, data, &opts.params, &mut rows);
     }
-    FileReport { rows, stats: outcome.stats, error: outcome.error }
+
+    fn finish(mut self) -> Vec<Row> {
+        let mut clients: Vec<_> = self.clients.drain().collect();
+        clients.sort_by_key(|(a, _)| *a);
+        for (addr, data) in clients {
+            aggregate_rows(addr, data, &self.opts.params, &mut self.rows);
+        }
+        self.rows
+    }
 }
 
 fn aggregate_rows(client: IpAddr, mut data: ClientData, params: &Params, rows: &mut Vec<Row>) {

@@ -126,6 +126,8 @@ struct Dir {
     isn: Option<u32>,
     snd_max: u64,
     cum_ack: u64,
+    /// Highest right edge of any SACK block: above `cum_ack` it means a hole is being repaired.
+    sack_high: u64,
     /// Unacknowledged ranges, sorted and disjoint, each naming its latest transmission.
     inflight: VecDeque<Range>,
     recent_retx: VecDeque<Range>,
@@ -189,6 +191,16 @@ impl Dir {
 
     fn on_ack(&mut self, p: &TcpPacket) {
         let Some(ack) = self.unwrap(p.ack) else { return };
+        // While a hole is open the cumulative ACK waits for its repair, so an ACK that closes it
+        // measures the recovery, not the path: Karn's rule extended to SACK recovery.
+        let clean = self.cum_ack >= self.sack_high;
+        for &(_, r) in p.sack_blocks() {
+            if let Some(r) = self.unwrap(r) {
+                if r <= self.snd_max {
+                    self.sack_high = self.sack_high.max(r);
+                }
+            }
+        }
         if ack > self.cum_ack && ack <= self.snd_max {
             let acked = ack - self.cum_ack;
             self.cum_ack = ack;
@@ -208,7 +220,7 @@ impl Dir {
             }
             if let Some(r) = last {
                 let base = self.base;
-                if r.end == ack {
+                if r.end == ack && clean {
                     if let Some(pkt) = r.idx.checked_sub(base).and_then(|i| self.pkts.get(i as usize)) {
                         if !pkt.retransmission() && p.ts_ns >= pkt.t_ns {
                             self.rtts.push(RttSample { t_ns: p.ts_ns, rtt_ns: p.ts_ns - pkt.t_ns });

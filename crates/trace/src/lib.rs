@@ -14,8 +14,9 @@ pub mod decode;
 pub mod detector;
 pub mod flow;
 pub mod reader;
+pub mod synth;
 pub mod writer;
 
-pub use analyze::{analyze, FileReport, Options, Row};
+pub use analyze::{analyze, analyze_packets, FileReport, Options, Row};
 pub use detector::{judge, Judgement, Params, Pattern, Reason};
 pub use reader::{read_file, read_tcp, ReadError, ReadOutcome, ReadStats};

@@ -81,6 +81,16 @@ fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n)
 }
 
+/// A reader whose `read` fills the buffer unless the input ends: pcap-parser probes the format
+/// from a single `read`, which a chained or decompressing reader may answer with a few bytes.
+struct Greedy<R>(R);
+
+impl<R: Read> Read for Greedy<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        read_up_to(&mut self.0, buf)
+    }
+}
+
 /// Per-interface decoding parameters (pcapng allows several interfaces per section).
 #[derive(Clone, Copy)]
 struct Interface {
@@ -114,7 +124,7 @@ fn ts_units(tsresol: u8) -> Option<u64> {
 /// Reads every frame of `input`, calling `on_tcp` for each TCP segment in file order.
 pub fn read_tcp(input: impl Read + Send, mut on_tcp: impl FnMut(&TcpPacket)) -> ReadOutcome {
     let mut stats = ReadStats::default();
-    let error = read_inner(input, &mut stats, &mut on_tcp).err();
+    let error = read_inner(Greedy(input), &mut stats, &mut on_tcp).err();
     ReadOutcome { stats, error }
 }
 

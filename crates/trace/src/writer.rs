@@ -28,6 +28,14 @@ impl Link {
     }
 }
 
+/// IP plus TCP header bytes of a packet this writer builds: a timestamp option always (as Linux
+/// sends), and a SACK option with up to three blocks. Callers set `ip_len` to this + payload.
+pub fn header_len(ipv6: bool, sack_count: u8) -> u32 {
+    let ip = if ipv6 { 40 } else { 20 };
+    let sack = if sack_count > 0 { 4 + 8 * sack_count.min(3) as u32 } else { 0 };
+    ip + 20 + 12 + sack
+}
+
 /// Builds the frame for `pkt` (headers only; the payload is zeros), returning (frame, wire length).
 pub fn build_frame(link: Link, pkt: &TcpPacket) -> (Vec<u8>, u32) {
     let mut f = Vec::with_capacity(128);
@@ -52,8 +60,8 @@ pub fn build_frame(link: Link, pkt: &TcpPacket) -> (Vec<u8>, u32) {
         Link::RawIp => {}
     }
     let l2 = f.len() as u32;
-    let sack_len = if pkt.sack_count > 0 { 2 + 8 * pkt.sack_count as usize } else { 0 };
-    let tcp_hdr = 20 + sack_len.div_ceil(4) * 4;
+    let blocks = &pkt.sack_blocks()[..pkt.sack_count.min(3) as usize];
+    let tcp_hdr = (header_len(pkt.src.is_ipv6(), pkt.sack_count) - if pkt.src.is_ipv6() { 40 } else { 20 }) as usize;
     match (pkt.src, pkt.dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
             f.extend_from_slice(&[0x45, 0]);
@@ -79,13 +87,13 @@ pub fn build_frame(link: Link, pkt: &TcpPacket) -> (Vec<u8>, u32) {
     f.push(pkt.flags);
     f.extend_from_slice(&pkt.window.to_be_bytes());
     f.extend_from_slice(&[0, 0, 0, 0]);
-    if sack_len > 0 {
-        for _ in 0..(tcp_hdr - 20 - sack_len) {
-            f.push(1); // NOP padding before the SACK option, as Linux does
-        }
-        f.push(5);
-        f.push(sack_len as u8);
-        for &(l, r) in pkt.sack_blocks() {
+    // NOP, NOP, timestamps (value: the capture time in ms), then NOP, NOP, SACK: Linux's layout.
+    f.extend_from_slice(&[1, 1, 8, 10]);
+    f.extend_from_slice(&((pkt.ts_ns / 1_000_000) as u32).to_be_bytes());
+    f.extend_from_slice(&[0, 0, 0, 0]);
+    if !blocks.is_empty() {
+        f.extend_from_slice(&[1, 1, 5, 2 + 8 * blocks.len() as u8]);
+        for &(l, r) in blocks {
             f.extend_from_slice(&l.to_be_bytes());
             f.extend_from_slice(&r.to_be_bytes());
         }
