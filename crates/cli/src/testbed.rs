@@ -1,8 +1,67 @@
-//! PLACEHOLDER: to be replaced by the owning helper.
+//! `ratekit testbed run`: a scenario with real Linux TCP between namespaces (issue 5).
+
+use anyhow::Context;
+use ratekit_dataplane::testbed;
+use std::path::PathBuf;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    action: Action,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+#[derive(clap::Subcommand)]
+enum Action {
+    /// Build sender, middlebox and receiver namespaces, run the scenario's flows through the
+    /// enforcer, write summary.json (the same fields as `ratekit sim`) and windows.csv, and tear
+    /// everything down, also on error or Ctrl-C. Needs root.
+    Run {
+        /// Scenario TOML: a `ratekit sim` scenario plus a [testbed] table (enforcer_at = "middlebox",
+        /// "tc", "tbf" or "htb"; pcap = true for a sender-side capture).
+        scenario: PathBuf,
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+        /// Override the scenario's duration (e.g. "5s") for a quick look.
+        #[arg(long)]
+        duration: Option<String>,
+    },
+    /// Delete namespaces left behind by testbed runs that were killed with SIGKILL.
+    Sweep,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.action {
+        Action::Run { scenario, out, duration } => {
+            let mut sc = testbed::scenario::load(&scenario)?;
+            if let Some(d) = duration {
+                let d = ratekit_core::units::parse_duration(&d).context("--duration")?;
+                anyhow::ensure!(d > sc.scenario.measure.warmup, "--duration must be longer than measure.warmup");
+                sc.scenario.duration = d;
+            }
+            if sc.scenario.name.is_empty() {
+                sc.scenario.name = scenario.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            }
+            let summary = testbed::run(&sc, &out, |msg| eprintln!("testbed: {msg}"))?;
+            for a in &summary.aggregates {
+                println!(
+                    "aggregate {}: {}  throughput/rate mean {:.3} p99 {:.3}  Jain {:.3}  drop rate {:.4}  shares {:?}",
+                    a.id,
+                    a.enforcer,
+                    a.mean_normalized_throughput,
+                    a.p99_normalized_throughput,
+                    a.mean_jain,
+                    a.drop_rate,
+                    a.shares.iter().map(|s| (s * 1000.0).round() / 1000.0).collect::<Vec<_>>()
+                );
+            }
+            println!("wrote {}", out.join("summary.json").display());
+        }
+        Action::Sweep => {
+            for ns in ratekit_dataplane::netns::sweep_stale() {
+                println!("removed {ns}");
+            }
+        }
+    }
+    Ok(())
 }

@@ -7,9 +7,13 @@
 //! - `netns`, `cleanup`: namespaces, veths, sysctls, all torn down on drop, panic or signal.
 //! - `packet`: Ethernet frames to core `Packet`s, exactly as the BPF programs parse them.
 
+pub mod afpacket;
 pub mod bpf;
 pub mod cleanup;
 pub mod maps;
+pub mod middlebox;
 pub mod netns;
 pub mod packet;
+pub mod pipeline;
 pub mod tc;
+pub mod testbed;

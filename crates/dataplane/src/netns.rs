@@ -99,11 +99,19 @@ impl Drop for Netns {
 /// Connects `a` and `b` with a veth pair `a_if` <-> `b_if`, addresses given in CIDR form, links
 /// up, and TSO/GSO/GRO off on both ends so enforcers see wire-sized packets.
 pub fn veth(a: &Netns, a_if: &str, a_addr: &str, b: &Netns, b_if: &str, b_addr: &str) -> Result<(), NetnsError> {
+    veth_pair(a, a_if, Some(a_addr), b, b_if, Some(b_addr))
+}
+
+/// `veth` with optional addresses (a middlebox port has none). Checksum offload is off too:
+/// a frame that a userspace forwarder relays must carry a complete checksum.
+pub fn veth_pair(a: &Netns, a_if: &str, a_addr: Option<&str>, b: &Netns, b_if: &str, b_addr: Option<&str>) -> Result<(), NetnsError> {
     a.exec(&["ip", "link", "add", a_if, "type", "veth", "peer", "name", b_if, "netns", &b.name])?;
     for (ns, ifname, addr) in [(a, a_if, a_addr), (b, b_if, b_addr)] {
-        ns.exec(&["ip", "addr", "add", addr, "dev", ifname])?;
+        if let Some(addr) = addr {
+            ns.exec(&["ip", "addr", "add", addr, "dev", ifname])?;
+        }
         ns.exec(&["ip", "link", "set", ifname, "up"])?;
-        ns.exec(&["ethtool", "-K", ifname, "tso", "off", "gso", "off", "gro", "off"])?;
+        ns.exec(&["ethtool", "-K", ifname, "tso", "off", "gso", "off", "gro", "off", "tx", "off", "rx", "off"])?;
     }
     Ok(())
 }

@@ -1,0 +1,79 @@
+//! The userspace middlebox: forwards Ethernet frames between two interfaces through a
+//! `Pipeline` (loss, any core enforcer, delay), the netem this kernel lacks plus ratekit's
+//! enforcers. One thread, poll(2) on both AF_PACKET sockets with the pipeline's next deadline
+//! as the timeout; time is CLOCK_MONOTONIC.
+
+use crate::afpacket::PacketSocket;
+use crate::pipeline::{Dir, Pipeline, PipelineConfig, PipelineStats};
+use ratekit_core::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+pub fn monotonic_now() -> Instant {
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    Instant(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MiddleboxError {
+    #[error("no network interface named '{0}'")]
+    NoSuchInterface(String),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("config: {0}")]
+    Config(#[from] ratekit_core::ConfigError),
+}
+
+/// What a finished run saw.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MiddleboxReport {
+    pub seconds: f64,
+    pub stats: PipelineStats,
+    pub aggregates: Vec<(String, crate::pipeline::AggStats)>,
+    pub send_errors: u64,
+}
+
+/// Forwards between `in_if` and `out_if` until `stop` is set. Must run in the namespace that
+/// holds both interfaces.
+pub fn run(in_if: &str, out_if: &str, cfg: PipelineConfig, stop: &AtomicBool) -> Result<MiddleboxReport, MiddleboxError> {
+    let idx = |name: &str| crate::tc::ifindex(name).map_err(|_| MiddleboxError::NoSuchInterface(name.into()));
+    let (in_idx, out_idx) = (idx(in_if)?, idx(out_if)?);
+    let mut pipeline = Pipeline::new(cfg)?;
+    let mut socks = [PacketSocket::open(in_idx)?, PacketSocket::open(out_idx)?];
+    let start = monotonic_now();
+    let mut send_errors = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let now = monotonic_now();
+        for (i, dir) in [(0, Dir::Forward), (1, Dir::Reverse)] {
+            socks[i].recv_batch(256, |f| pipeline.on_frame(now, dir, f.to_vec()));
+        }
+        let now = monotonic_now();
+        let [a, b] = &socks;
+        pipeline.poll(now, |dir, frame| {
+            let out = if dir == Dir::Forward { b } else { a };
+            if out.send(frame).is_err() {
+                send_errors += 1;
+            }
+        });
+        // Sleep until a socket is readable, the next deadline (ns precision), or 50 ms (to notice `stop`).
+        let wait_ns = match pipeline.next_deadline() {
+            Some(t) => t.0.saturating_sub(monotonic_now().0).min(50_000_000),
+            None => 50_000_000,
+        };
+        let mut fds = [
+            libc::pollfd { fd: socks[0].raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: socks[1].raw_fd(), events: libc::POLLIN, revents: 0 },
+        ];
+        if wait_ns > 0 {
+            let ts = libc::timespec { tv_sec: (wait_ns / 1_000_000_000) as i64, tv_nsec: (wait_ns % 1_000_000_000) as i64 };
+            unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
+        }
+    }
+    let aggregates = pipeline.aggregates().map(|(k, s)| (k.ip().to_string(), s.clone())).collect();
+    Ok(MiddleboxReport {
+        seconds: (monotonic_now() - start).as_secs_f64(),
+        stats: pipeline.stats.clone(),
+        aggregates,
+        send_errors,
+    })
+}

@@ -1,0 +1,327 @@
+//! The middlebox's packet path without the sockets (so it is tested with virtual time): random
+//! loss, then the enforcer (any ratekit-core enforcer, one instance per aggregate), then a
+//! delay line, in the forward direction; delay only in the reverse direction (ACKs).
+//!
+//! Queueing enforcers hold packets; each aggregate drains its enforcer onto its own link of
+//! `link_rate` (as in `ratekit sim`), or whenever the enforcer releases a packet if no link rate
+//! is set (shapers pace themselves). Memory is bounded: held and delayed bytes have caps, and
+//! beyond `max_aggregates` new aggregates pass unpoliced (counted).
+
+use crate::maps::{AggKey, Settings};
+use crate::packet::parse;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use ratekit_core::{
+    Dropped, Duration, Enforcer, EnforcerConfig, Instant, Policer, QueueDiscipline, Rate,
+};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+/// Forward (in → out, enforced) and reverse (out → in, delay only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dir {
+    Forward = 0,
+    Reverse = 1,
+}
+
+#[derive(Debug, Clone)]
+pub struct PipelineConfig {
+    pub enforcer: Option<EnforcerConfig>,
+    pub settings: Settings,
+    /// One-way delay added in each direction.
+    pub delay: Duration,
+    /// Bernoulli loss probability in the forward direction (before the enforcer).
+    pub loss: f64,
+    pub seed: u64,
+    /// Rate of each aggregate's link behind a queueing enforcer (`None`: no link limit).
+    pub link_rate: Option<Rate>,
+    pub max_aggregates: usize,
+    /// Caps on bytes held by queueing enforcers and in the delay lines (each).
+    pub max_held_bytes: u64,
+    pub max_delayed_bytes: u64,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        PipelineConfig {
+            enforcer: None,
+            settings: Settings { match_dst: 1, prefix4: 32, prefix6: 128, test_clock: 0 },
+            delay: Duration::ZERO,
+            loss: 0.0,
+            seed: 1,
+            link_rate: None,
+            max_aggregates: 65536,
+            max_held_bytes: 64 << 20,
+            max_delayed_bytes: 256 << 20,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct AggStats {
+    pub arrivals: u64,
+    pub arrival_bytes: u64,
+    pub passed_packets: u64,
+    pub passed_bytes: u64,
+    pub dropped_packets: u64,
+    pub dropped_bytes: u64,
+    pub drops_by_reason: BTreeMap<&'static str, u64>,
+}
+
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct PipelineStats {
+    pub received: [u64; 2],
+    pub sent: [u64; 2],
+    pub random_losses: u64,
+    /// Packets dropped because a memory cap was reached.
+    pub overflow_drops: u64,
+    /// Packets of aggregates beyond `max_aggregates`, passed unpoliced.
+    pub untracked: u64,
+    /// Non-IP frames (ARP, ...), forwarded untouched.
+    pub non_ip: u64,
+}
+
+struct Agg {
+    enforcer: Enforcer,
+    link_free: Instant,
+    stats: AggStats,
+}
+
+pub struct Pipeline {
+    cfg: PipelineConfig,
+    rng: ChaCha8Rng,
+    aggs: HashMap<AggKey, Agg>,
+    held: HashMap<u64, Vec<u8>>,
+    held_bytes: u64,
+    next_id: u64,
+    lines: [VecDeque<(Instant, Vec<u8>)>; 2],
+    delayed_bytes: u64,
+    drops: Vec<Dropped>,
+    pub stats: PipelineStats,
+}
+
+impl Pipeline {
+    pub fn new(cfg: PipelineConfig) -> Result<Self, ratekit_core::ConfigError> {
+        if let Some(e) = &cfg.enforcer {
+            e.build(cfg.link_rate)?; // fail early on a config the core rejects
+        }
+        if !(0.0..=1.0).contains(&cfg.loss) {
+            return Err(ratekit_core::ConfigError::new("loss", "must be a probability in [0, 1]"));
+        }
+        Ok(Pipeline {
+            rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            cfg,
+            aggs: HashMap::new(),
+            held: HashMap::new(),
+            held_bytes: 0,
+            next_id: 0,
+            lines: [VecDeque::new(), VecDeque::new()],
+            delayed_bytes: 0,
+            drops: Vec::new(),
+            stats: PipelineStats::default(),
+        })
+    }
+
+    pub fn aggregates(&self) -> impl Iterator<Item = (&AggKey, &AggStats)> {
+        self.aggs.iter().map(|(k, a)| (k, &a.stats))
+    }
+
+    fn delay(&mut self, now: Instant, dir: Dir, frame: Vec<u8>) {
+        let len = frame.len() as u64;
+        if self.delayed_bytes + len > self.cfg.max_delayed_bytes {
+            self.stats.overflow_drops += 1;
+            return;
+        }
+        self.delayed_bytes += len;
+        self.lines[dir as usize].push_back((now + self.cfg.delay, frame));
+    }
+
+    /// A frame arrived at `now` travelling in `dir`.
+    pub fn on_frame(&mut self, now: Instant, dir: Dir, frame: Vec<u8>) {
+        self.stats.received[dir as usize] += 1;
+        if dir == Dir::Reverse {
+            return self.delay(now, dir, frame);
+        }
+        if self.cfg.loss > 0.0 && self.rng.gen_bool(self.cfg.loss) {
+            self.stats.random_losses += 1;
+            return;
+        }
+        let Some(cfg) = self.cfg.enforcer.as_ref() else { return self.delay(now, dir, frame) };
+        let Some(parsed) = parse(&frame, &self.cfg.settings) else {
+            self.stats.non_ip += 1;
+            return self.delay(now, dir, frame);
+        };
+        if !self.aggs.contains_key(&parsed.agg) {
+            if self.aggs.len() >= self.cfg.max_aggregates {
+                self.stats.untracked += 1;
+                return self.delay(now, dir, frame);
+            }
+            let enforcer = cfg.build(self.cfg.link_rate).expect("validated in Pipeline::new");
+            self.aggs.insert(parsed.agg, Agg { enforcer, link_free: now, stats: AggStats::default() });
+        }
+        let agg = self.aggs.get_mut(&parsed.agg).unwrap();
+        agg.stats.arrivals += 1;
+        agg.stats.arrival_bytes += parsed.pkt.len as u64;
+        let mut pkt = parsed.pkt;
+        match &mut agg.enforcer {
+            Enforcer::Policer(p) => match p.on_arrival(now, &pkt) {
+                ratekit_core::Verdict::Pass => {
+                    agg.stats.passed_packets += 1;
+                    agg.stats.passed_bytes += pkt.len as u64;
+                    self.delay(now, dir, frame);
+                }
+                ratekit_core::Verdict::Drop(reason) => {
+                    agg.stats.dropped_packets += 1;
+                    agg.stats.dropped_bytes += pkt.len as u64;
+                    *agg.stats.drops_by_reason.entry(reason.as_str()).or_default() += 1;
+                }
+            },
+            Enforcer::Queue(q) => {
+                if self.held_bytes + frame.len() as u64 > self.cfg.max_held_bytes {
+                    self.stats.overflow_drops += 1;
+                    return;
+                }
+                self.next_id += 1;
+                pkt.id = self.next_id;
+                self.held_bytes += frame.len() as u64;
+                self.held.insert(pkt.id, frame);
+                q.enqueue(now, pkt, &mut self.drops);
+                let key = parsed.agg;
+                self.account_drops(&key);
+            }
+        }
+    }
+
+    fn account_drops(&mut self, key: &AggKey) {
+        let agg = self.aggs.get_mut(key).unwrap();
+        for d in self.drops.drain(..) {
+            if let Some(f) = self.held.remove(&d.pkt.id) {
+                self.held_bytes -= f.len() as u64;
+            }
+            agg.stats.dropped_packets += 1;
+            agg.stats.dropped_bytes += d.pkt.len as u64;
+            *agg.stats.drops_by_reason.entry(d.reason.as_str()).or_default() += 1;
+        }
+    }
+
+    /// Moves whatever is due at `now` out: calls `send(dir, frame)` for each frame to transmit.
+    pub fn poll(&mut self, now: Instant, mut send: impl FnMut(Dir, &[u8])) {
+        let keys: Vec<AggKey> = self
+            .aggs
+            .iter()
+            .filter(|(_, a)| matches!(&a.enforcer, Enforcer::Queue(q) if q.backlog_bytes() > 0))
+            .map(|(k, _)| *k)
+            .collect();
+        for key in keys {
+            loop {
+                let agg = self.aggs.get_mut(&key).unwrap();
+                let Enforcer::Queue(q) = &mut agg.enforcer else { break };
+                if self.cfg.link_rate.is_some() && agg.link_free > now {
+                    break;
+                }
+                let Some(pkt) = q.dequeue(now, &mut self.drops) else { break };
+                agg.stats.passed_packets += 1;
+                agg.stats.passed_bytes += pkt.len as u64;
+                if let Some(rate) = self.cfg.link_rate {
+                    agg.link_free = agg.link_free.max(now) + rate.time_to_send(pkt.len as u64);
+                }
+                let frame = self.held.remove(&pkt.id);
+                self.account_drops(&key);
+                if let Some(frame) = frame {
+                    self.held_bytes -= frame.len() as u64;
+                    self.delay(now, Dir::Forward, frame);
+                }
+            }
+            self.account_drops(&key);
+        }
+        for dir in [Dir::Forward, Dir::Reverse] {
+            while self.lines[dir as usize].front().is_some_and(|(due, _)| *due <= now) {
+                let (_, frame) = self.lines[dir as usize].pop_front().unwrap();
+                self.delayed_bytes -= frame.len() as u64;
+                self.stats.sent[dir as usize] += 1;
+                send(dir, &frame);
+            }
+        }
+    }
+
+    /// The next time `poll` has something to do, if anything is pending.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let lines = self.lines.iter().filter_map(|l| l.front().map(|(t, _)| *t));
+        let queues = self.aggs.values().filter_map(|a| match &a.enforcer {
+            Enforcer::Queue(q) if q.backlog_bytes() > 0 => {
+                let wake = q.next_wakeup().unwrap_or(Instant::ZERO);
+                Some(if self.cfg.link_rate.is_some() { wake.max(a.link_free) } else { wake })
+            }
+            _ => None,
+        });
+        lines.chain(queues).min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::{build_frame, IPPROTO_UDP};
+
+    fn frame(dst: &str, sport: u16, len: u16) -> Vec<u8> {
+        build_frame("10.0.0.1".parse().unwrap(), dst.parse().unwrap(), sport, 9, IPPROTO_UDP, 0, len)
+    }
+
+    /// A flood at 10× the policed rate leaves at the policed rate, delayed by `delay`.
+    #[test]
+    fn policer_flood_holds_rate_and_delay() {
+        let cfg = PipelineConfig {
+            enforcer: Some(EnforcerConfig::from_toml("kind = \"token_bucket\"\nrate = \"8mbit\"\nburst = 15000").unwrap()),
+            delay: Duration::from_millis(10),
+            ..Default::default()
+        };
+        let mut p = Pipeline::new(cfg).unwrap();
+        let mut out = Vec::new();
+        // 10 Mbyte/s offered (1000-byte packets every 100 µs) for 1 s into a 1 Mbyte/s policer.
+        for i in 0..10_000u64 {
+            let now = Instant(i * 100_000);
+            p.on_frame(now, Dir::Forward, frame("10.0.0.2", 1, 1000));
+            p.poll(now, |d, f| out.push((now, d, f.len())));
+        }
+        p.poll(Instant(2_000_000_000), |d, f| out.push((Instant(2_000_000_000), d, f.len())));
+        let bytes: u64 = out.iter().map(|(_, _, l)| *l as u64 - 14).sum();
+        assert!(bytes >= 1_000_000 && bytes <= 1_000_000 + 15_000 + 1000, "{bytes}");
+        assert!(out[0].0 >= Instant(10_000_000), "first packet left at {:?}", out[0].0);
+    }
+
+    /// ACKs are delayed but never policed.
+    #[test]
+    fn reverse_direction_is_delay_only() {
+        let cfg = PipelineConfig {
+            enforcer: Some(EnforcerConfig::from_toml("kind = \"token_bucket\"\nrate = 8000\nburst = 1").unwrap()),
+            delay: Duration::from_millis(5),
+            ..Default::default()
+        };
+        let mut p = Pipeline::new(cfg).unwrap();
+        for i in 0..100 {
+            p.on_frame(Instant(i), Dir::Reverse, frame("10.0.0.2", 1, 1000));
+        }
+        let mut n = 0;
+        p.poll(Instant(4_999_999), |_, _| n += 1);
+        assert_eq!(n, 0);
+        assert_eq!(p.next_deadline(), Some(Instant(5_000_000)));
+        p.poll(Instant(5_000_099), |d, _| {
+            assert_eq!(d, Dir::Reverse);
+            n += 1
+        });
+        assert_eq!(n, 100);
+    }
+
+    #[test]
+    fn loss_is_seeded_and_near_p() {
+        let mk = || {
+            Pipeline::new(PipelineConfig { loss: 0.1, seed: 7, ..Default::default() }).unwrap()
+        };
+        let (mut a, mut b) = (mk(), mk());
+        for i in 0..20_000 {
+            a.on_frame(Instant(i), Dir::Forward, frame("10.0.0.2", 1, 100));
+            b.on_frame(Instant(i), Dir::Forward, frame("10.0.0.2", 1, 100));
+        }
+        assert_eq!(a.stats.random_losses, b.stats.random_losses);
+        assert!((1800..2200).contains(&a.stats.random_losses), "{}", a.stats.random_losses);
+    }
+}

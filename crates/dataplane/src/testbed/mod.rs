@@ -1,0 +1,297 @@
+//! `ratekit testbed run`: real Linux TCP between network namespaces through ratekit's data
+//! plane (issue 5, deliverable 5).
+//!
+//! ```text
+//!  sender ns            middlebox ns                         receiver ns
+//!  snd0 10.199.0.1 ── mb-s ─[ratekit middlebox: loss, delay]─ mb-r ── rcv0 10.199.0.{10+a}
+//!                              (enforcer here: middlebox)     (tc-BPF / tbf / htb on mb-r egress)
+//! ```
+//! The middlebox always runs (it is the delay: this kernel has no netem), forwarding Ethernet
+//! frames both ways with RTT/2 of delay each way. The enforcer sits in the middlebox, or on the
+//! egress of mb-r towards the receiver (the middlebox's AF_PACKET transmissions pass the clsact
+//! and root qdisc hooks there). Aggregate a is the receiver address 10.199.0.{10+a}.
+//! Teardown: the namespaces are RAII guards (deleting a namespace deletes its links, qdiscs and
+//! BPF attachments), a signal handler deletes them on SIGINT/SIGTERM/SIGHUP, tcpdump dies with
+//! us (PR_SET_PDEATHSIG), and a later run sweeps namespaces of a SIGKILLed one.
+
+pub mod scenario;
+pub mod summary;
+pub mod traffic;
+
+use crate::bpf::{BpfPolicer, LoadOptions};
+use crate::maps::Settings;
+use crate::netns::{self, veth_pair, Netns};
+use crate::pipeline::PipelineConfig;
+use crate::tc::Direction;
+use ratekit_core::EnforcerConfig;
+use scenario::{Placement, Resolved};
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub fn receiver_addr(aggregate: u32) -> Ipv4Addr {
+    Ipv4Addr::new(10, 199, 0, 10 + aggregate as u8)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TestbedError {
+    #[error("{0}")]
+    Scenario(#[from] scenario::ScenarioError),
+    #[error("{0}")]
+    Netns(#[from] netns::NetnsError),
+    #[error("tc-BPF: {0}")]
+    Bpf(#[from] crate::bpf::BpfError),
+    #[error("middlebox: {0}")]
+    Middlebox(#[from] crate::middlebox::MiddleboxError),
+    #[error("traffic: {0}")]
+    Send(#[from] traffic::SendError),
+    #[error("{what}: {source}")]
+    Io { what: String, source: std::io::Error },
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> TestbedError {
+    let what = what.into();
+    move |source| TestbedError::Io { what, source }
+}
+
+/// Enforcer counters, whichever enforcer ran.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EnforcerCounts {
+    pub arrivals: u64,
+    pub drops: u64,
+}
+
+/// Runs `sc` and writes summary.json (and windows.csv, sender.pcap) into `out`.
+pub fn run(sc: &Resolved, out: &Path, progress: impl Fn(&str)) -> Result<summary::Summary, TestbedError> {
+    netns::install_signal_cleanup();
+    for stale in netns::sweep_stale() {
+        progress(&format!("removed stale namespace {stale}"));
+    }
+    std::fs::create_dir_all(out).map_err(io(format!("creating {}", out.display())))?;
+    let s = &sc.scenario;
+    let placement = s.testbed.enforcer_at;
+    let first = &sc.aggregates[0];
+    if sc.aggregates.iter().any(|a| a.loss != first.loss || a.enforcer.kind() != first.enforcer.kind()) {
+        return Err(TestbedError::Scenario(scenario::ScenarioError {
+            file: s.name.clone(),
+            field: "aggregates".into(),
+            message: "the testbed runs one enforcer config and loss for all aggregates".into(),
+        }));
+    }
+
+    progress("building namespaces");
+    let snd = Netns::create("snd")?;
+    let mb = Netns::create("mb")?;
+    let rcv = Netns::create("rcv")?;
+    veth_pair(&snd, "snd0", Some("10.199.0.1/24"), &mb, "mb-s", None)?;
+    veth_pair(&mb, "mb-r", None, &rcv, "rcv0", None)?;
+    for a in &sc.aggregates {
+        rcv.exec(&["ip", "addr", "add", &format!("{}/24", receiver_addr(a.id)), "dev", "rcv0"])?;
+    }
+
+    let mut bpf = None;
+    match placement {
+        Placement::Tc => {
+            let opts = LoadOptions { settings: Settings { match_dst: 1, prefix4: 32, prefix6: 128, test_clock: 0 }, ..Default::default() };
+            let policer = BpfPolicer::load(&first.enforcer, &opts)?;
+            let ifindex = in_ns(&mb, || crate::tc::ifindex("mb-r"))??;
+            in_ns(&mb, || policer.attach(ifindex, Direction::Egress))??;
+            bpf = Some(policer);
+        }
+        Placement::Tbf => {
+            let EnforcerConfig::TokenBucket(c) = &first.enforcer else { unreachable!("checked by the scenario") };
+            // A queue of one MTU: tbf then drops what finds no tokens, as a policer does.
+            mb.exec(&["tc", "qdisc", "add", "dev", "mb-r", "root", "tbf", "rate", &format!("{}bit", c.rate.bits_per_sec()),
+                "burst", &c.burst.0.to_string(), "limit", "1514"])?;
+        }
+        Placement::Htb => {
+            let EnforcerConfig::Fifo(c) = &first.enforcer else { unreachable!("checked by the scenario") };
+            let rate = format!("{}bit", c.rate.bits_per_sec());
+            mb.exec(&["tc", "qdisc", "add", "dev", "mb-r", "root", "handle", "1:", "htb", "default", "1"])?;
+            mb.exec(&["tc", "class", "add", "dev", "mb-r", "parent", "1:", "classid", "1:1", "htb", "rate", &rate, "ceil", &rate,
+                "burst", &c.burst.0.to_string()])?;
+            mb.exec(&["tc", "qdisc", "add", "dev", "mb-r", "parent", "1:1", "handle", "10:", "bfifo", "limit", &c.limit.0.to_string()])?;
+        }
+        Placement::Middlebox => {}
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let mb_stop = Arc::new(AtomicBool::new(false));
+    let pipeline = PipelineConfig {
+        enforcer: (placement == Placement::Middlebox).then(|| first.enforcer.clone()),
+        delay: ratekit_core::Duration(sc.rtt.0 / 2),
+        loss: first.loss,
+        seed: s.seed,
+        link_rate: match first.enforcer.kind() {
+            "red" | "cpq" | "dscd" => Some(first.rate),
+            _ => None,
+        },
+        ..Default::default()
+    };
+    let middlebox = {
+        let mb_name = mb.name.clone();
+        let mb_stop = mb_stop.clone();
+        std::thread::spawn(move || {
+            enter(&mb_name)?;
+            crate::middlebox::run("mb-s", "mb-r", pipeline, &mb_stop).map_err(TestbedError::from)
+        })
+    };
+
+    let _pcap = if s.testbed.pcap {
+        let mut cmd = snd.command("tcpdump");
+        cmd.args(["-i", "snd0", "-s", &s.testbed.pcap_snaplen.to_string(), "-w"]).arg(out.join("sender.pcap"));
+        Some(spawn_child(cmd, "tcpdump")?)
+    } else {
+        None
+    };
+
+    // Time 0 is a moment after the receivers listen; windows count from there.
+    let duration = Duration::from_nanos(s.duration.0);
+    let window = Duration::from_nanos(s.measure.window.0);
+    let windows = (duration.as_nanos() / window.as_nanos()) as usize + 1;
+    let t0 = Instant::now() + Duration::from_millis(300);
+    let rec = Arc::new(traffic::Recorder::new(t0, window, sc.flows.len(), windows + 8));
+    let mut receivers = Vec::new();
+    for a in &sc.aggregates {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (rec, stop, name, addr) = (rec.clone(), stop.clone(), rcv.name.clone(), receiver_addr(a.id));
+        receivers.push(std::thread::spawn(move || {
+            if let Err(e) = enter(&name) {
+                let _ = tx.send(Err(std::io::Error::other(e.to_string())));
+                return;
+            }
+            traffic::receive(addr, rec, stop, tx)
+        }));
+        rx.recv().map_err(|_| io("receiver")(std::io::Error::other("receiver thread died")))?.map_err(io(format!("listening on {addr}")))?;
+    }
+
+    progress(&format!("running {} flows for {:.1} s", sc.flows.len(), duration.as_secs_f64()));
+    let end = t0 + duration;
+    let senders: Vec<_> = sc
+        .flows
+        .iter()
+        .map(|f| {
+            let (f, name, stop, seed) = (f.clone(), snd.name.clone(), stop.clone(), s.seed);
+            std::thread::spawn(move || -> Result<(), TestbedError> {
+                enter(&name)?;
+                Ok(traffic::send(&f, receiver_addr(f.aggregate), t0, end, seed, &stop)?)
+            })
+        })
+        .collect();
+    let mut first_error = None;
+    for h in senders {
+        if let Err(e) = h.join().expect("sender thread panicked") {
+            first_error.get_or_insert(e);
+        }
+    }
+    // In-flight data still drains for an RTT or so; the windows after `end` are not used.
+    std::thread::sleep(Duration::from_millis(200) + Duration::from_nanos(sc.rtt.0 * 2));
+    stop.store(true, Ordering::Relaxed);
+    for r in receivers {
+        let _ = r.join();
+    }
+    mb_stop.store(true, Ordering::Relaxed);
+    let mb_report = middlebox.join().expect("middlebox thread panicked")?;
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+
+    let counts: Vec<EnforcerCounts> = match placement {
+        Placement::Middlebox => sc
+            .aggregates
+            .iter()
+            .map(|a| {
+                let ip = receiver_addr(a.id).to_string();
+                mb_report.aggregates.iter().find(|(k, _)| *k == ip).map_or(EnforcerCounts::default(), |(_, st)| EnforcerCounts {
+                    arrivals: st.arrivals,
+                    drops: st.dropped_packets,
+                })
+            })
+            .collect(),
+        Placement::Tc => {
+            let stats = bpf.as_ref().unwrap().stats()?;
+            sc.aggregates
+                .iter()
+                .map(|a| {
+                    let ip = std::net::IpAddr::V4(receiver_addr(a.id));
+                    stats.iter().find(|(k, _)| k.ip() == ip).map_or(EnforcerCounts::default(), |(_, st)| EnforcerCounts {
+                        arrivals: st.passed_packets + st.dropped_packets,
+                        drops: st.dropped_packets,
+                    })
+                })
+                .collect()
+        }
+        Placement::Tbf | Placement::Htb => vec![qdisc_counts(&mb, "mb-r")?],
+    };
+    let summary = summary::build(sc, &rec, &counts, &mb_report);
+    summary::write(&summary, &rec, sc, out).map_err(io(format!("writing results to {}", out.display())))?;
+    drop(bpf);
+    Ok(summary)
+}
+
+/// Runs `f` on a scoped thread inside `ns` (setns affects only the calling thread).
+fn in_ns<T: Send>(ns: &Netns, f: impl FnOnce() -> T + Send) -> Result<T, TestbedError> {
+    std::thread::scope(|s| s.spawn(|| -> Result<T, TestbedError> {
+        ns.enter().map_err(io(format!("entering {}", ns.name)))?;
+        Ok(f())
+    }).join().expect("namespace thread panicked"))
+}
+
+fn enter(name: &str) -> Result<(), TestbedError> {
+    let f = std::fs::File::open(format!("/run/netns/{name}")).map_err(io(format!("opening netns {name}")))?;
+    use std::os::fd::AsRawFd;
+    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(io(format!("entering netns {name}"))(std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// A child process killed when this guard drops, and when we die (PR_SET_PDEATHSIG).
+pub struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn_child(mut cmd: std::process::Command, what: &str) -> Result<Child, TestbedError> {
+    use std::os::unix::process::CommandExt;
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+    let child = cmd.spawn().map_err(io(format!("starting {what} (run scripts/setup.sh)")))?;
+    std::thread::sleep(Duration::from_millis(300)); // let it open the interface before traffic starts
+    Ok(Child(child))
+}
+
+/// The root qdisc's packets sent and dropped on `dev` (`tc -s qdisc`).
+fn qdisc_counts(ns: &Netns, dev: &str) -> Result<EnforcerCounts, TestbedError> {
+    let text = ns.exec(&["tc", "-s", "qdisc", "show", "dev", dev])?;
+    let line = text.lines().find(|l| l.trim_start().starts_with("Sent ")).unwrap_or("");
+    let num_after = |key: &str| -> u64 {
+        let mut it = line.split(|c: char| c.is_whitespace() || c == ',' || c == '(' || c == ')').filter(|w| !w.is_empty());
+        let words: Vec<&str> = it.by_ref().collect();
+        words.windows(2).find(|w| w[1] == key || w[0] == key).map_or(0, |w| {
+            if w[1] == key { w[0].parse().unwrap_or(0) } else { w[1].parse().unwrap_or(0) }
+        })
+    };
+    let sent = num_after("pkt");
+    let dropped = num_after("dropped");
+    Ok(EnforcerCounts { arrivals: sent + dropped, drops: dropped })
+}

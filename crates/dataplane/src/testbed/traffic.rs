@@ -1,0 +1,248 @@
+//! The built-in traffic generator and receiver. Senders run in the sender namespace, one thread
+//! per flow, with the flow's congestion control set per socket (TCP_CONGESTION); the receiver
+//! runs in the receiver namespace and counts each flow's payload bytes in fixed windows
+//! (000 §6.1: goodput sampled every 250 ms at the receiver). Every connection starts with an
+//! 8-byte header (magic, flow id) so the receiver knows whose bytes it counts; UDP datagrams
+//! carry the same header.
+
+use super::scenario::{App, Flow};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const MAGIC: u32 = 0x524b_5442; // "RKTB"
+pub const TCP_PORT: u16 = 5001;
+pub const UDP_PORT: u16 = 5002;
+
+/// Per-flow byte counts per window, filled by the receiver.
+pub struct Recorder {
+    pub t0: Instant,
+    pub window: Duration,
+    /// bytes[flow][window]
+    pub bytes: Vec<Vec<AtomicU64>>,
+    /// ns after t0 at which a finite flow's last byte arrived (0: not yet).
+    pub done_ns: Vec<AtomicU64>,
+    pub delivered: Vec<AtomicU64>,
+}
+
+impl Recorder {
+    pub fn new(t0: Instant, window: Duration, flows: usize, windows: usize) -> Self {
+        let counters = |n| (0..n).map(|_| AtomicU64::new(0)).collect::<Vec<_>>();
+        Recorder {
+            t0,
+            window,
+            bytes: (0..flows).map(|_| counters(windows)).collect(),
+            done_ns: counters(flows),
+            delivered: counters(flows),
+        }
+    }
+
+    fn add(&self, flow: usize, n: u64) {
+        let w = (self.t0.elapsed().as_nanos() / self.window.as_nanos()) as usize;
+        if let Some(cell) = self.bytes.get(flow).and_then(|f| f.get(w)) {
+            cell.fetch_add(n, Ordering::Relaxed);
+        }
+        if let Some(d) = self.delivered.get(flow) {
+            d.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+}
+
+fn read_header(buf: &[u8]) -> Option<usize> {
+    let magic = u32::from_be_bytes(buf.get(..4)?.try_into().ok()?);
+    (magic == MAGIC).then(|| u32::from_be_bytes(buf[4..8].try_into().unwrap()) as usize)
+}
+
+fn header(flow: u32) -> [u8; 8] {
+    let mut h = [0u8; 8];
+    h[..4].copy_from_slice(&MAGIC.to_be_bytes());
+    h[4..].copy_from_slice(&flow.to_be_bytes());
+    h
+}
+
+/// The receiver side for one address: a TCP listener (one thread per connection) and a UDP
+/// socket. Runs until `stop`. Must be called on a thread inside the receiver namespace.
+pub fn receive(addr: Ipv4Addr, rec: Arc<Recorder>, stop: Arc<AtomicBool>, ready: std::sync::mpsc::Sender<std::io::Result<()>>) {
+    let listener = match TcpListener::bind((addr, TCP_PORT)).and_then(|l| l.set_nonblocking(true).map(|_| l)) {
+        Ok(l) => l,
+        Err(e) => return drop(ready.send(Err(e))),
+    };
+    let udp = match UdpSocket::bind((addr, UDP_PORT)).and_then(|u| u.set_read_timeout(Some(Duration::from_millis(50))).map(|_| u)) {
+        Ok(u) => u,
+        Err(e) => return drop(ready.send(Err(e))),
+    };
+    let _ = ready.send(Ok(()));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut buf = vec![0u8; 65536];
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(n) = udp.recv(&mut buf) {
+                    if let Some(flow) = read_header(&buf[..n]) {
+                        rec.add(flow, (n - 8) as u64);
+                    }
+                }
+            }
+        });
+        while !stop.load(Ordering::Relaxed) {
+            match listener.accept() {
+                Ok((conn, _)) => {
+                    let (rec, stop) = (&rec, &stop);
+                    s.spawn(move || serve(conn, rec, stop));
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+    });
+}
+
+fn serve(mut conn: TcpStream, rec: &Recorder, stop: &AtomicBool) {
+    let _ = conn.set_nonblocking(false);
+    let _ = conn.set_read_timeout(Some(Duration::from_millis(50)));
+    let mut buf = vec![0u8; 1 << 16];
+    let mut head = Vec::with_capacity(8);
+    let mut flow: Option<usize> = None;
+    while !stop.load(Ordering::Relaxed) {
+        match conn.read(&mut buf) {
+            Ok(0) => {
+                if let Some(f) = flow {
+                    let ns = rec.t0.elapsed().as_nanos() as u64;
+                    rec.done_ns[f].store(ns.max(1), Ordering::Relaxed);
+                }
+                return;
+            }
+            Ok(n) => match flow {
+                Some(f) => rec.add(f, n as u64),
+                None => {
+                    head.extend_from_slice(&buf[..n]);
+                    if head.len() >= 8 {
+                        match read_header(&head) {
+                            Some(f) if f < rec.bytes.len() => {
+                                flow = Some(f);
+                                rec.add(f, (head.len() - 8) as u64);
+                            }
+                            _ => return,
+                        }
+                    }
+                }
+            },
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    #[error("flow {flow}: congestion control '{cc}' is not available in this kernel (available: {available})")]
+    NoSuchCc { flow: u32, cc: String, available: String },
+    #[error("flow {flow}: {what}: {source}")]
+    Io { flow: u32, what: &'static str, source: std::io::Error },
+}
+
+fn set_cc(sock: &impl AsRawFd, flow: u32, cc: &str) -> Result<(), SendError> {
+    let rc = unsafe {
+        libc::setsockopt(sock.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_CONGESTION, cc.as_ptr().cast(), cc.len() as u32)
+    };
+    if rc != 0 {
+        let available = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control").unwrap_or_default();
+        return Err(SendError::NoSuchCc { flow, cc: cc.into(), available: available.trim().into() });
+    }
+    Ok(())
+}
+
+/// Bytes not yet acknowledged by the peer (SIOCOUTQ).
+fn unacked(sock: &TcpStream) -> i32 {
+    let mut n: libc::c_int = 0;
+    unsafe { libc::ioctl(sock.as_raw_fd(), libc::TIOCOUTQ, &mut n) };
+    n
+}
+
+fn sleep_until(t: Instant, stop: &AtomicBool) -> bool {
+    while Instant::now() < t {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        std::thread::sleep((t - Instant::now()).min(Duration::from_millis(20)));
+    }
+    !stop.load(Ordering::Relaxed)
+}
+
+/// Runs one flow from the sender namespace until its work is done, `end`, or `stop`.
+pub fn send(flow: &Flow, dst: Ipv4Addr, t0: Instant, end: Instant, seed: u64, stop: &AtomicBool) -> Result<(), SendError> {
+    let io = |what: &'static str| move |source| SendError::Io { flow: flow.id, what, source };
+    if !sleep_until(t0 + Duration::from_nanos(flow.start.0), stop) {
+        return Ok(());
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (flow.id as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    if let App::Cbr { rate, packet } = &flow.app {
+        let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).map_err(io("udp bind"))?;
+        let size = (packet.0 as usize).clamp(8, 65000);
+        let mut buf = vec![0u8; size];
+        buf[..8].copy_from_slice(&header(flow.id));
+        let gap = Duration::from_nanos(rate.time_to_send(size as u64).0);
+        let mut next = Instant::now();
+        while Instant::now() < end && !stop.load(Ordering::Relaxed) {
+            let _ = sock.send_to(&buf, SocketAddr::from((dst, UDP_PORT)));
+            next += gap;
+            if next > Instant::now() {
+                std::thread::sleep(next - Instant::now());
+            }
+        }
+        return Ok(());
+    }
+    let remaining = end.saturating_duration_since(Instant::now());
+    let mut conn = TcpStream::connect_timeout(&SocketAddr::from((dst, TCP_PORT)), remaining.max(Duration::from_millis(1)))
+        .map_err(io("connect"))?;
+    set_cc(&conn, flow.id, flow.cc.linux_name())?;
+    conn.set_write_timeout(Some(Duration::from_millis(50))).map_err(io("SO_SNDTIMEO"))?;
+    conn.write_all(&header(flow.id)).map_err(io("write"))?;
+    let chunk = vec![0u8; 1 << 16];
+    // Writes `n` bytes, stopping early at `end`; false if the run is over.
+    let write = |conn: &mut TcpStream, mut n: u64| -> Result<bool, SendError> {
+        while n > 0 {
+            if Instant::now() >= end || stop.load(Ordering::Relaxed) {
+                return Ok(false);
+            }
+            match conn.write(&chunk[..n.min(chunk.len() as u64) as usize]) {
+                Ok(k) => n -= k as u64,
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                Err(e) => return Err(io("write")(e)),
+            }
+        }
+        Ok(true)
+    };
+    match &flow.app {
+        App::Backlogged => while write(&mut conn, u64::MAX)? {},
+        App::Finite { size } => {
+            if write(&mut conn, size.0)? {
+                let _ = conn.shutdown(std::net::Shutdown::Write);
+                // Keep the socket open until the receiver has everything (or the run ends).
+                let mut b = [0u8; 1];
+                let _ = conn.set_read_timeout(Some(Duration::from_millis(50)));
+                while Instant::now() < end && !stop.load(Ordering::Relaxed) && !matches!(conn.read(&mut b), Ok(0)) {}
+            }
+        }
+        App::OnOff { mean_size, mean_gap } => loop {
+            let size = (-(1.0 - rng.gen::<f64>()).ln() * mean_size.0 as f64).ceil().max(1.0) as u64;
+            if !write(&mut conn, size)? {
+                break;
+            }
+            while unacked(&conn) > 0 {
+                if !sleep_until(Instant::now() + Duration::from_millis(1), stop) || Instant::now() >= end {
+                    return Ok(());
+                }
+            }
+            let gap = Duration::from_secs_f64(-(1.0 - rng.gen::<f64>()).ln() * mean_gap.as_secs_f64());
+            if !sleep_until(Instant::now() + gap, stop) || Instant::now() >= end {
+                break;
+            }
+        },
+        App::Cbr { .. } => unreachable!(),
+    }
+    Ok(())
+}
