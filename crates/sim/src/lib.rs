@@ -1,1 +1,23 @@
-//! ratekit-sim: see DEVELOPERS.md.
+//! ratekit-sim: a deterministic packet-level discrete-event simulator with TCP models that
+//! follow Linux, driving ratekit-core's enforcers. See docs/simulator.md.
+
+pub mod app;
+pub mod cc;
+pub mod engine;
+pub mod net;
+pub mod packet;
+pub mod scenario;
+pub mod summary;
+pub mod tcp;
+pub mod world;
+
+pub use scenario::{load, parse, Resolved, ScenarioError};
+pub use summary::Summary;
+pub use world::{RunOptions, Series, World};
+
+/// Builds and runs a resolved scenario with `seed` (the scenario's own unless overridden).
+pub fn run(r: &Resolved, seed: Option<u64>, opts: RunOptions) -> std::io::Result<(Summary, Series)> {
+    let seed = seed.unwrap_or(r.scenario.seed);
+    let world = World::build(r, seed).map_err(std::io::Error::other)?;
+    world.run(r, seed, opts)
+}

@@ -1,0 +1,253 @@
+//! Applications: what a flow has to send and when.
+//! TCP: backlogged, finite (one transfer; flow completion time at the receiver), on-off
+//! (messages and gaps drawn from exponential or Pareto distributions; each message is sent once
+//! the previous one is fully acknowledged and the gap has passed; messages are whole segments).
+//! UDP (no congestion control): constant bit rate, and LogNormal inter-arrival times (004 §V-A3).
+
+use crate::engine::{ComponentId, Wakeup};
+use crate::packet::{Kind, Pkt, MSS, NO_SACK};
+use crate::world::Ctx;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use ratekit_core::{Bytes, Duration, Rate};
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Dist {
+    Exp,
+    Pareto,
+}
+
+/// The `app` table of a flow.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum AppConfig {
+    Backlogged,
+    Finite {
+        size: Bytes,
+    },
+    OnOff {
+        /// Mean message size.
+        mean_size: Bytes,
+        /// Mean gap between a message's completion and the next one.
+        mean_gap: Duration,
+        #[serde(default = "default_dist")]
+        size_dist: Dist,
+        #[serde(default = "default_dist")]
+        gap_dist: Dist,
+        /// Pareto shape α (> 1); default 1.5.
+        #[serde(default = "default_shape")]
+        shape: f64,
+    },
+    /// UDP at a constant bit rate.
+    Cbr {
+        rate: Rate,
+        #[serde(default = "default_datagram")]
+        packet: Bytes,
+    },
+    /// UDP with LogNormal inter-arrival times of mean packet/rate and log-space σ (default 1).
+    Lognormal {
+        rate: Rate,
+        #[serde(default = "default_sigma")]
+        sigma: f64,
+        #[serde(default = "default_datagram")]
+        packet: Bytes,
+    },
+}
+
+fn default_dist() -> Dist {
+    Dist::Exp
+}
+fn default_shape() -> f64 {
+    1.5
+}
+fn default_sigma() -> f64 {
+    1.0
+}
+fn default_datagram() -> Bytes {
+    Bytes(1500)
+}
+
+impl AppConfig {
+    pub fn is_udp(&self) -> bool {
+        matches!(self, AppConfig::Cbr { .. } | AppConfig::Lognormal { .. })
+    }
+
+    pub fn is_finite(&self) -> bool {
+        matches!(self, AppConfig::Finite { .. })
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            AppConfig::OnOff { shape, .. } if *shape <= 1.0 => Err("shape: a Pareto shape must be > 1".into()),
+            AppConfig::Lognormal { sigma, .. } if !(*sigma >= 0.0 && sigma.is_finite()) => {
+                Err("sigma: must be a finite number ≥ 0".into())
+            }
+            AppConfig::Cbr { packet, .. } | AppConfig::Lognormal { packet, .. } if packet.0 < 28 || packet.0 > 65535 => {
+                Err("packet: a datagram is 28..65535 bytes".into())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+pub fn sample(dist: Dist, mean: f64, shape: f64, rng: &mut ChaCha8Rng) -> f64 {
+    let u: f64 = 1.0 - rng.gen::<f64>(); // (0, 1]
+    match dist {
+        Dist::Exp => -mean * u.ln(),
+        Dist::Pareto => {
+            let xm = mean * (shape - 1.0) / shape;
+            xm / u.powf(1.0 / shape)
+        }
+    }
+}
+
+/// A TCP application's state, polled by its sender.
+pub enum App {
+    Backlogged,
+    Finite { segments: u32, last_payload: u32 },
+    OnOff { rng: ChaCha8Rng, mean_size: f64, mean_gap_ns: f64, size_dist: Dist, gap_dist: Dist, shape: f64, available: u32, next_start: Option<u64> },
+}
+
+impl App {
+    pub fn new(cfg: &AppConfig, rng: ChaCha8Rng) -> App {
+        match *cfg {
+            AppConfig::Finite { size } => {
+                let segments = size.0.div_ceil(MSS as u64).max(1) as u32;
+                let last_payload = (size.0 - (segments as u64 - 1) * MSS as u64) as u32;
+                App::Finite { segments, last_payload }
+            }
+            AppConfig::OnOff { mean_size, mean_gap, size_dist, gap_dist, shape } => App::OnOff {
+                rng,
+                mean_size: mean_size.0 as f64,
+                mean_gap_ns: mean_gap.0 as f64,
+                size_dist,
+                gap_dist,
+                shape,
+                available: 0,
+                next_start: None,
+            },
+            _ => App::Backlogged,
+        }
+    }
+
+    pub fn start(&mut self, now: u64) {
+        if let App::OnOff { next_start, .. } = self {
+            *next_start = Some(now);
+        }
+    }
+
+    /// Segments the application has handed to TCP so far.
+    pub fn available(&self) -> u32 {
+        match self {
+            App::Backlogged => u32::MAX,
+            App::Finite { segments, .. } => *segments,
+            App::OnOff { available, .. } => *available,
+        }
+    }
+
+    /// (segments, last segment's payload) of a finite transfer.
+    pub fn finite_shape(&self) -> Option<(u32, u32)> {
+        match self {
+            App::Finite { segments, last_payload } => Some((*segments, *last_payload)),
+            _ => None,
+        }
+    }
+
+    pub fn segment_payload(&self, seq: u32) -> u32 {
+        match self {
+            App::Finite { segments, last_payload } if seq + 1 == *segments => *last_payload,
+            _ => MSS,
+        }
+    }
+
+    pub fn next_event(&self) -> Option<u64> {
+        match self {
+            App::OnOff { next_start, .. } => *next_start,
+            _ => None,
+        }
+    }
+
+    /// Advances the on-off cycle: a finished message starts a gap; an elapsed gap a message.
+    pub fn poll(&mut self, now: u64, snd_una: u32) {
+        if let App::OnOff { rng, mean_size, mean_gap_ns, size_dist, gap_dist, shape, available, next_start } = self {
+            match *next_start {
+                Some(t) if t <= now => {
+                    let size = sample(*size_dist, *mean_size, *shape, rng).max(1.0);
+                    *available += (size / MSS as f64).ceil().max(1.0) as u32;
+                    *next_start = None;
+                }
+                None if snd_una >= *available => {
+                    let gap = sample(*gap_dist, *mean_gap_ns, *shape, rng);
+                    *next_start = Some(now + gap.min(1e15) as u64);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// A UDP source: one pending wake-up, the next datagram's departure.
+pub struct UdpSource {
+    pub id: ComponentId,
+    pub flow: u32,
+    rng: ChaCha8Rng,
+    len: u32,
+    mean_gap_ns: f64,
+    sigma: Option<f64>,
+    seq: u32,
+    wake: Wakeup,
+    pub sent: u64,
+}
+
+impl UdpSource {
+    pub fn new(id: ComponentId, flow: u32, cfg: &AppConfig, rng: ChaCha8Rng) -> Self {
+        let (rate, packet, sigma) = match *cfg {
+            AppConfig::Cbr { rate, packet } => (rate, packet, None),
+            AppConfig::Lognormal { rate, sigma, packet } => (rate, packet, Some(sigma)),
+            _ => unreachable!("UdpSource built for a TCP app"),
+        };
+        let mean_gap_ns = packet.0 as f64 * 1e9 / rate.0 as f64;
+        UdpSource { id, flow, rng, len: packet.0 as u32, mean_gap_ns, sigma, seq: 0, wake: Wakeup::default(), sent: 0 }
+    }
+
+    pub fn schedule_start(&mut self, ctx: &mut Ctx, at: u64) {
+        if self.wake.want(at) {
+            ctx.ev.schedule(at, self.id);
+        }
+    }
+
+    fn next_gap(&mut self) -> u64 {
+        match self.sigma {
+            None => self.mean_gap_ns as u64,
+            Some(s) => {
+                // LogNormal with the given mean: μ = ln(mean) − σ²/2; Box-Muller for the normal.
+                let u1: f64 = 1.0 - self.rng.gen::<f64>();
+                let u2: f64 = self.rng.gen();
+                let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+                let mu = self.mean_gap_ns.ln() - s * s / 2.0;
+                (mu + s * z).exp().min(1e15) as u64
+            }
+        }
+    }
+
+    pub fn on_timer(&mut self, ctx: &mut Ctx) {
+        let now = ctx.ev.now();
+        if !self.wake.fire(now) {
+            return;
+        }
+        ctx.send(Pkt { flow: self.flow, kind: Kind::Udp, seq: self.seq, len: self.len, sack: NO_SACK, ..Pkt::default() });
+        self.seq = self.seq.wrapping_add(1);
+        self.sent += 1;
+        let t = now + self.next_gap().max(1);
+        if self.wake.want(t) {
+            ctx.ev.schedule(t, self.id);
+        }
+    }
+
+    /// UDP payload bytes per datagram (IP and UDP headers are 28 bytes).
+    pub fn payload(&self) -> u32 {
+        self.len.saturating_sub(28)
+    }
+}

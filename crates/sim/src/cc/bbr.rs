@@ -1,0 +1,469 @@
+//! BBR v1 as in net/ipv4/tcp_bbr.c (Linux 5.x): Startup (gain 2/ln2), Drain, ProbeBW with the
+//! eight-phase pacing-gain cycle (5/4, 3/4, 1 × 6) entered at a random phase, ProbeRTT (cwnd 4
+//! for 200 ms and one round when min_rtt is 10 s old), pacing at gain·bw·(1 − 1 %), cwnd =
+//! gain·BDP + the quantisation budget, packet conservation in the first recovery round, and the
+//! long-term bandwidth ("policer") mode: two consecutive 4..16-round intervals with ≥ 20 % loss
+//! and delivery rates within 1/8 (or 4 kbit/s) set bw = their mean, pacing gain 1, for 48 rounds.
+//! Not modelled: ACK-aggregation cwnd (`extra_acked`), which needs aggregated ACKs to matter.
+
+use super::{CaState, Conn, RateSample};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+const HIGH_GAIN: f64 = 2885.0 / 1000.0;
+const DRAIN_GAIN: f64 = 1000.0 / 2885.0;
+const CWND_GAIN: f64 = 2.0;
+const PACING_GAINS: [f64; 8] = [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+/// Random start phase: any but the 3/4 drain phase (`bbr_cycle_rand` = 7).
+const CYCLE_RAND: u32 = 7;
+const BW_WINDOW_ROUNDS: usize = 10;
+const MIN_RTT_WINDOW_NS: u64 = 10_000_000_000;
+const PROBE_RTT_NS: u64 = 200_000_000;
+const CWND_MIN_TARGET: u32 = 4;
+const FULL_BW_THRESH: f64 = 1.25;
+const FULL_BW_CNT: u32 = 3;
+const LT_INTVL_MIN_RTTS: u32 = 4;
+/// 50/256 ≈ 20 % loss marks a policed interval.
+const LT_LOSS_THRESH: f64 = 50.0 / 256.0;
+const LT_BW_RATIO: f64 = 1.0 / 8.0;
+/// 4 kbit/s in bytes/s.
+const LT_BW_DIFF_BYTES: f64 = 4000.0 / 8.0;
+const LT_BW_MAX_RTTS: u32 = 48;
+const PACING_MARGIN: f64 = 0.99;
+const INIT_CWND: u32 = 10;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Startup,
+    Drain,
+    ProbeBw,
+    ProbeRtt,
+}
+
+pub struct Bbr {
+    pub mode: Mode,
+    rng: ChaCha8Rng,
+    min_rtt_ns: u64,
+    min_rtt_stamp: u64,
+    probe_rtt_done_stamp: Option<u64>,
+    probe_rtt_round_done: bool,
+    /// Max delivery rate per round (segments/s) for the last 10 rounds.
+    bw_rounds: [(u64, f64); BW_WINDOW_ROUNDS],
+    rtt_cnt: u64,
+    next_rtt_delivered: u64,
+    round_start: bool,
+    cycle_idx: usize,
+    cycle_stamp: u64,
+    pacing_gain: f64,
+    cwnd_gain: f64,
+    full_bw: f64,
+    full_bw_cnt: u32,
+    full_bw_reached: bool,
+    lt_is_sampling: bool,
+    lt_rtt_cnt: u32,
+    pub lt_use_bw: bool,
+    lt_bw: f64,
+    lt_last_delivered: u64,
+    lt_last_stamp: u64,
+    lt_last_lost: u64,
+    prior_cwnd: u32,
+    packet_conservation: bool,
+    prev_ca_state: CaState,
+    pacing_rate: f64,
+    mss: f64,
+    initialised: bool,
+    has_seen_rtt: bool,
+}
+
+impl Bbr {
+    pub fn new(seed: u64) -> Self {
+        Bbr {
+            mode: Mode::Startup,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            min_rtt_ns: u64::MAX,
+            min_rtt_stamp: 0,
+            probe_rtt_done_stamp: None,
+            probe_rtt_round_done: false,
+            bw_rounds: [(0, 0.0); BW_WINDOW_ROUNDS],
+            rtt_cnt: 0,
+            next_rtt_delivered: 0,
+            round_start: false,
+            cycle_idx: 0,
+            cycle_stamp: 0,
+            pacing_gain: HIGH_GAIN,
+            cwnd_gain: HIGH_GAIN,
+            full_bw: 0.0,
+            full_bw_cnt: 0,
+            full_bw_reached: false,
+            lt_is_sampling: false,
+            lt_rtt_cnt: 0,
+            lt_use_bw: false,
+            lt_bw: 0.0,
+            lt_last_delivered: 0,
+            lt_last_stamp: 0,
+            lt_last_lost: 0,
+            prior_cwnd: 0,
+            packet_conservation: false,
+            prev_ca_state: CaState::Open,
+            // bbr_init_pacing_rate_from_rtt with no RTT yet: 1 ms assumed.
+            pacing_rate: HIGH_GAIN * INIT_CWND as f64 * 1448.0 / 1e-3,
+            mss: 1448.0,
+            initialised: false,
+            has_seen_rtt: false,
+        }
+    }
+
+    pub fn pacing_rate_bytes_per_sec(&self) -> f64 {
+        self.pacing_rate
+    }
+
+    /// Windowed max of the delivery rate (segments/s).
+    fn max_bw(&self) -> f64 {
+        self.bw_rounds
+            .iter()
+            .filter(|(r, _)| *r + BW_WINDOW_ROUNDS as u64 > self.rtt_cnt)
+            .map(|(_, b)| *b)
+            .fold(0.0, f64::max)
+    }
+
+    fn bw(&self) -> f64 {
+        if self.lt_use_bw {
+            self.lt_bw
+        } else {
+            self.max_bw()
+        }
+    }
+
+    fn bdp(&self, bw: f64, gain: f64) -> u32 {
+        if self.min_rtt_ns == u64::MAX {
+            return INIT_CWND;
+        }
+        (bw * self.min_rtt_ns as f64 * 1e-9 * gain).ceil() as u32
+    }
+
+    fn tso_segs_goal(&self) -> u32 {
+        // tcp_tso_autosize: one pacing-shift (≈ 1 ms) of data, at least 2 segments above 1.2 Mbit/s.
+        let min = if self.pacing_rate < 1.2e6 / 8.0 { 1 } else { 2 };
+        ((self.pacing_rate / 1024.0 / self.mss) as u32).clamp(min, 127)
+    }
+
+    fn quantization_budget(&self, cwnd: u32) -> u32 {
+        let mut cwnd = cwnd + 3 * self.tso_segs_goal();
+        cwnd = (cwnd + 1) & !1;
+        if self.mode == Mode::ProbeBw && self.cycle_idx == 0 {
+            cwnd += 2;
+        }
+        cwnd
+    }
+
+    fn inflight(&self, bw: f64, gain: f64) -> u32 {
+        self.quantization_budget(self.bdp(bw, gain))
+    }
+
+    fn packets_in_net_at_edt(&self, c: &Conn, inflight_now: u32) -> u32 {
+        let edt = c.edt_ns.max(c.now_ns);
+        let interval_delivered = (self.bw() * (edt - c.now_ns) as f64 * 1e-9) as u32;
+        let mut at_edt = inflight_now;
+        if self.pacing_gain > 1.0 {
+            at_edt += self.tso_segs_goal();
+        }
+        at_edt.saturating_sub(interval_delivered)
+    }
+
+    fn save_cwnd(&mut self, c: &Conn) {
+        if self.prev_ca_state < CaState::Recovery && self.mode != Mode::ProbeRtt {
+            self.prior_cwnd = c.cwnd;
+        } else {
+            self.prior_cwnd = self.prior_cwnd.max(c.cwnd);
+        }
+    }
+
+    pub fn ssthresh(&mut self, c: &Conn) -> u32 {
+        self.save_cwnd(c);
+        c.ssthresh
+    }
+
+    pub fn set_state(&mut self, c: &Conn, state: CaState) {
+        if state == CaState::Loss {
+            self.prev_ca_state = CaState::Loss;
+            self.full_bw = 0.0;
+            self.round_start = true;
+            let rs = RateSample { losses: 1, ..RateSample::default() };
+            self.lt_bw_sampling(c, &rs);
+        }
+    }
+
+    pub fn cong_control(&mut self, c: &mut Conn, rs: &RateSample) {
+        if !self.initialised {
+            self.initialised = true;
+            self.mss = c.mss as f64;
+            self.min_rtt_stamp = c.now_ns;
+            self.cycle_stamp = c.now_ns;
+        }
+        if !self.has_seen_rtt && c.srtt_ns > 0 {
+            self.has_seen_rtt = true;
+            self.pacing_rate = HIGH_GAIN * c.cwnd as f64 * self.mss / (c.srtt_ns as f64 * 1e-9);
+        }
+        self.update_bw(c, rs);
+        self.update_cycle_phase(c, rs);
+        self.check_full_bw_reached(rs);
+        self.check_drain(c);
+        self.update_min_rtt(c, rs);
+        self.update_gains();
+        let bw = self.bw();
+        self.set_pacing_rate(bw, self.pacing_gain);
+        self.set_cwnd(c, rs, bw);
+    }
+
+    fn set_pacing_rate(&mut self, bw: f64, gain: f64) {
+        let rate = bw * self.mss * gain * PACING_MARGIN;
+        if rate > 0.0 && (self.full_bw_reached || rate > self.pacing_rate) {
+            self.pacing_rate = rate;
+        }
+    }
+
+    fn update_bw(&mut self, c: &Conn, rs: &RateSample) {
+        self.round_start = false;
+        if rs.delivered < 0 || rs.interval_ns <= 0 {
+            return;
+        }
+        if rs.prior_delivered >= self.next_rtt_delivered {
+            self.next_rtt_delivered = c.delivered;
+            self.rtt_cnt += 1;
+            self.round_start = true;
+            self.packet_conservation = false;
+        }
+        self.lt_bw_sampling(c, rs);
+        let bw = rs.delivered as f64 / (rs.interval_ns as f64 * 1e-9);
+        if !rs.is_app_limited || bw >= self.max_bw() {
+            let slot = &mut self.bw_rounds[(self.rtt_cnt % BW_WINDOW_ROUNDS as u64) as usize];
+            if slot.0 != self.rtt_cnt {
+                *slot = (self.rtt_cnt, bw);
+            } else if bw > slot.1 {
+                slot.1 = bw;
+            }
+        }
+    }
+
+    fn reset_lt_interval(&mut self, c: &Conn) {
+        self.lt_last_stamp = c.now_ns;
+        self.lt_last_delivered = c.delivered;
+        self.lt_last_lost = c.lost;
+        self.lt_rtt_cnt = 0;
+    }
+
+    fn reset_lt(&mut self, c: &Conn) {
+        self.lt_bw = 0.0;
+        self.lt_use_bw = false;
+        self.lt_is_sampling = false;
+        self.reset_lt_interval(c);
+    }
+
+    fn lt_bw_sampling(&mut self, c: &Conn, rs: &RateSample) {
+        if self.lt_use_bw {
+            if self.mode == Mode::ProbeBw && self.round_start {
+                self.lt_rtt_cnt += 1;
+                if self.lt_rtt_cnt >= LT_BW_MAX_RTTS {
+                    self.reset_lt(c);
+                    self.reset_probe_bw_mode(c);
+                }
+            }
+            return;
+        }
+        // Start on the first loss, once the policer's bucket is exhausted.
+        if !self.lt_is_sampling {
+            if rs.losses == 0 {
+                return;
+            }
+            self.reset_lt_interval(c);
+            self.lt_is_sampling = true;
+        }
+        if rs.is_app_limited {
+            self.reset_lt(c);
+            return;
+        }
+        if self.round_start {
+            self.lt_rtt_cnt += 1;
+        }
+        if self.lt_rtt_cnt < LT_INTVL_MIN_RTTS {
+            return;
+        }
+        if self.lt_rtt_cnt > 4 * LT_INTVL_MIN_RTTS {
+            self.reset_lt(c);
+            return;
+        }
+        if rs.losses == 0 {
+            return;
+        }
+        let lost = c.lost - self.lt_last_lost;
+        let delivered = c.delivered - self.lt_last_delivered;
+        if delivered == 0 || (lost as f64) < LT_LOSS_THRESH * delivered as f64 {
+            return;
+        }
+        // Linux measures the interval in whole milliseconds.
+        let t_ms = (c.now_ns / 1_000_000).saturating_sub(self.lt_last_stamp / 1_000_000);
+        if t_ms < 1 {
+            return;
+        }
+        let bw = delivered as f64 / (t_ms as f64 * 1e-3);
+        if self.lt_bw > 0.0 {
+            let diff = (bw - self.lt_bw).abs();
+            if diff <= LT_BW_RATIO * self.lt_bw || diff * self.mss <= LT_BW_DIFF_BYTES {
+                self.lt_bw = (bw + self.lt_bw) / 2.0;
+                self.lt_use_bw = true;
+                self.pacing_gain = 1.0;
+                self.lt_rtt_cnt = 0;
+                return;
+            }
+        }
+        self.lt_bw = bw;
+        self.reset_lt_interval(c);
+    }
+
+    fn reset_probe_bw_mode(&mut self, c: &Conn) {
+        self.mode = Mode::ProbeBw;
+        let r = self.rng.gen_range(0..CYCLE_RAND) as usize;
+        self.cycle_idx = PACING_GAINS.len() - 1 - r;
+        self.advance_cycle_phase(c);
+    }
+
+    fn advance_cycle_phase(&mut self, c: &Conn) {
+        self.cycle_idx = (self.cycle_idx + 1) % PACING_GAINS.len();
+        self.cycle_stamp = c.now_ns;
+    }
+
+    fn update_cycle_phase(&mut self, c: &Conn, rs: &RateSample) {
+        if self.mode != Mode::ProbeBw {
+            return;
+        }
+        let full_length = c.now_ns.saturating_sub(self.cycle_stamp) > self.min_rtt_ns;
+        let next = if self.pacing_gain == 1.0 {
+            full_length
+        } else {
+            let inflight = self.packets_in_net_at_edt(c, rs.prior_in_flight);
+            let bw = self.max_bw();
+            if self.pacing_gain > 1.0 {
+                full_length && (rs.losses > 0 || inflight >= self.inflight(bw, self.pacing_gain))
+            } else {
+                full_length || inflight <= self.inflight(bw, 1.0)
+            }
+        };
+        if next {
+            self.advance_cycle_phase(c);
+        }
+    }
+
+    fn check_full_bw_reached(&mut self, rs: &RateSample) {
+        if self.full_bw_reached || !self.round_start || rs.is_app_limited {
+            return;
+        }
+        let max = self.max_bw();
+        if max >= self.full_bw * FULL_BW_THRESH {
+            self.full_bw = max;
+            self.full_bw_cnt = 0;
+            return;
+        }
+        self.full_bw_cnt += 1;
+        self.full_bw_reached = self.full_bw_cnt >= FULL_BW_CNT;
+    }
+
+    fn check_drain(&mut self, c: &mut Conn) {
+        if self.mode == Mode::Startup && self.full_bw_reached {
+            self.mode = Mode::Drain;
+            c.ssthresh = self.inflight(self.max_bw(), 1.0);
+        }
+        if self.mode == Mode::Drain
+            && self.packets_in_net_at_edt(c, c.in_flight) <= self.inflight(self.max_bw(), 1.0)
+        {
+            self.reset_probe_bw_mode(c);
+        }
+    }
+
+    fn update_min_rtt(&mut self, c: &mut Conn, rs: &RateSample) {
+        let expired = c.now_ns > self.min_rtt_stamp + MIN_RTT_WINDOW_NS;
+        if let Some(rtt) = rs.rtt_ns {
+            if rtt < self.min_rtt_ns || expired {
+                self.min_rtt_ns = rtt;
+                self.min_rtt_stamp = c.now_ns;
+            }
+        }
+        if expired && self.mode != Mode::ProbeRtt {
+            self.mode = Mode::ProbeRtt;
+            self.save_cwnd(c);
+            self.probe_rtt_done_stamp = None;
+        }
+        if self.mode == Mode::ProbeRtt {
+            match self.probe_rtt_done_stamp {
+                None if c.in_flight <= CWND_MIN_TARGET => {
+                    self.probe_rtt_done_stamp = Some(c.now_ns + PROBE_RTT_NS);
+                    self.probe_rtt_round_done = false;
+                    self.next_rtt_delivered = c.delivered;
+                }
+                Some(done) => {
+                    if self.round_start {
+                        self.probe_rtt_round_done = true;
+                    }
+                    if self.probe_rtt_round_done && c.now_ns > done {
+                        self.min_rtt_stamp = c.now_ns;
+                        c.cwnd = c.cwnd.max(self.prior_cwnd);
+                        if self.full_bw_reached {
+                            self.reset_probe_bw_mode(c);
+                        } else {
+                            self.mode = Mode::Startup;
+                        }
+                    }
+                }
+                None => {}
+            }
+        }
+    }
+
+    fn update_gains(&mut self) {
+        (self.pacing_gain, self.cwnd_gain) = match self.mode {
+            Mode::Startup => (HIGH_GAIN, HIGH_GAIN),
+            Mode::Drain => (DRAIN_GAIN, HIGH_GAIN),
+            Mode::ProbeBw if self.lt_use_bw => (1.0, CWND_GAIN),
+            Mode::ProbeBw => (PACING_GAINS[self.cycle_idx], CWND_GAIN),
+            Mode::ProbeRtt => (1.0, 1.0),
+        };
+    }
+
+    fn set_cwnd(&mut self, c: &mut Conn, rs: &RateSample, bw: f64) {
+        let acked = rs.acked_sacked;
+        let mut cwnd = c.cwnd;
+        'done: {
+            if acked == 0 {
+                break 'done;
+            }
+            // Recovery: packet conservation for the first round, then restore (bbr_set_cwnd_to_recover_or_restore).
+            if rs.losses > 0 {
+                cwnd = cwnd.saturating_sub(rs.losses).max(1);
+            }
+            let state = c.ca_state;
+            if state == CaState::Recovery && self.prev_ca_state != CaState::Recovery {
+                self.packet_conservation = true;
+                self.next_rtt_delivered = c.delivered;
+                cwnd = c.in_flight + acked;
+            } else if self.prev_ca_state >= CaState::Recovery && state < CaState::Recovery {
+                cwnd = cwnd.max(self.prior_cwnd);
+                self.packet_conservation = false;
+            }
+            self.prev_ca_state = state;
+            if self.packet_conservation {
+                cwnd = cwnd.max(c.in_flight + acked);
+                break 'done;
+            }
+            let target = self.quantization_budget(self.bdp(bw, self.cwnd_gain));
+            if self.full_bw_reached {
+                cwnd = (cwnd + acked).min(target);
+            } else if cwnd < target || c.delivered < INIT_CWND as u64 {
+                cwnd += acked;
+            }
+            cwnd = cwnd.max(CWND_MIN_TARGET);
+        }
+        if self.mode == Mode::ProbeRtt {
+            cwnd = cwnd.min(CWND_MIN_TARGET);
+        }
+        c.cwnd = cwnd;
+    }
+}

@@ -1,0 +1,182 @@
+//! Congestion control behind one small interface, shaped like Linux's `tcp_congestion_ops`
+//! (net/ipv4/tcp_cong.c): `ssthresh` on loss, `cong_avoid` per ACK outside recovery,
+//! `pkts_acked` with an RTT sample, `set_state`, and `cong_control` for algorithms that own
+//! cwnd and pacing (BBR). The sender (tcp.rs) does loss recovery and PRR itself, as Linux does.
+
+pub mod bbr;
+pub mod cubic;
+pub mod reno;
+pub mod vegas;
+
+use serde::{Deserialize, Serialize};
+
+/// Which congestion control a flow runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CcKind {
+    #[serde(alias = "newreno")]
+    Reno,
+    Cubic,
+    Bbr,
+    Vegas,
+}
+
+impl CcKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CcKind::Reno => "reno",
+            CcKind::Cubic => "cubic",
+            CcKind::Bbr => "bbr",
+            CcKind::Vegas => "vegas",
+        }
+    }
+}
+
+/// Linux's `icsk_ca_state`, reduced to the states the models distinguish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CaState {
+    Open,
+    Recovery,
+    Loss,
+}
+
+/// What the sender exposes to its congestion control (a slice of Linux's `tcp_sock`).
+#[derive(Debug, Clone, Copy)]
+pub struct Conn {
+    pub now_ns: u64,
+    pub cwnd: u32,
+    /// Segments acked towards the next additive increase (Linux's `snd_cwnd_cnt`).
+    pub cwnd_cnt: u32,
+    pub ssthresh: u32,
+    pub snd_nxt: u32,
+    pub snd_una: u32,
+    pub in_flight: u32,
+    pub cwnd_limited: bool,
+    pub min_rtt_ns: u64,
+    pub srtt_ns: u64,
+    pub delivered: u64,
+    pub lost: u64,
+    pub ca_state: CaState,
+    pub mss: u32,
+    /// Earliest departure time of the next paced segment (Linux's `tcp_wstamp_ns`).
+    pub edt_ns: u64,
+}
+
+/// A delivery-rate sample (net/ipv4/tcp_rate.c), taken on every ACK.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RateSample {
+    /// Segments delivered over `interval_ns`; negative when the sample is invalid.
+    pub delivered: i64,
+    pub interval_ns: i64,
+    pub prior_delivered: u64,
+    pub prior_in_flight: u32,
+    pub acked_sacked: u32,
+    pub losses: u32,
+    pub is_app_limited: bool,
+    pub rtt_ns: Option<u64>,
+}
+
+/// Enum dispatch over the models (a closed set; style.md practice 3).
+pub enum Cc {
+    Reno(reno::Reno),
+    Cubic(cubic::Cubic),
+    Bbr(Box<bbr::Bbr>),
+    Vegas(vegas::Vegas),
+}
+
+impl Cc {
+    pub fn new(kind: CcKind, seed: u64) -> Cc {
+        match kind {
+            CcKind::Reno => Cc::Reno(reno::Reno),
+            CcKind::Cubic => Cc::Cubic(cubic::Cubic::default()),
+            CcKind::Bbr => Cc::Bbr(Box::new(bbr::Bbr::new(seed))),
+            CcKind::Vegas => Cc::Vegas(vegas::Vegas::default()),
+        }
+    }
+
+    /// New ssthresh on entering recovery or loss (`ssthresh` op).
+    pub fn ssthresh(&mut self, c: &Conn) -> u32 {
+        match self {
+            Cc::Reno(_) | Cc::Vegas(_) => reno::reno_ssthresh(c),
+            Cc::Cubic(x) => x.ssthresh(c),
+            Cc::Bbr(x) => x.ssthresh(c),
+        }
+    }
+
+    /// Per-ACK hook that owns cwnd and pacing (BBR); returns false when the sender should run
+    /// the classic path (PRR in recovery, else `cong_avoid`).
+    pub fn cong_control(&mut self, c: &mut Conn, rs: &RateSample) -> bool {
+        match self {
+            Cc::Bbr(x) => {
+                x.cong_control(c, rs);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub fn cong_avoid(&mut self, c: &mut Conn, acked: u32) {
+        match self {
+            Cc::Reno(_) => reno::reno_cong_avoid(c, acked),
+            Cc::Cubic(x) => x.cong_avoid(c, acked),
+            Cc::Vegas(x) => x.cong_avoid(c, acked),
+            Cc::Bbr(_) => {}
+        }
+    }
+
+    pub fn pkts_acked(&mut self, c: &mut Conn, rtt_ns: Option<u64>) {
+        match self {
+            Cc::Cubic(x) => x.pkts_acked(c, rtt_ns),
+            Cc::Vegas(x) => x.pkts_acked(rtt_ns),
+            _ => {}
+        }
+    }
+
+    pub fn set_state(&mut self, c: &Conn, state: CaState) {
+        match self {
+            Cc::Cubic(x) => x.set_state(state),
+            Cc::Bbr(x) => x.set_state(c, state),
+            Cc::Vegas(x) => x.set_state(state),
+            Cc::Reno(_) => {}
+        }
+    }
+
+    /// Pacing rate in bytes/s for models that pace (BBR); the others send at line rate, as
+    /// Linux does without the fq qdisc.
+    pub fn pacing_rate(&self) -> Option<f64> {
+        match self {
+            Cc::Bbr(x) => Some(x.pacing_rate_bytes_per_sec()),
+            _ => None,
+        }
+    }
+
+    /// Restart after idle (`CA_EVENT_TX_START`).
+    pub fn on_tx_start(&mut self, now_ns: u64, idle_since_ns: u64) {
+        if let Cc::Cubic(x) = self {
+            x.on_tx_start(now_ns, idle_since_ns)
+        }
+    }
+}
+
+/// `tcp_slow_start`: grow by the segments acked, up to ssthresh; returns the leftover.
+pub fn slow_start(c: &mut Conn, acked: u32) -> u32 {
+    let cwnd = c.cwnd.saturating_add(acked).min(c.ssthresh);
+    let used = cwnd - c.cwnd;
+    c.cwnd = cwnd;
+    acked - used
+}
+
+/// `tcp_cong_avoid_ai`: one segment per `w` segments acked.
+pub fn cong_avoid_ai(c: &mut Conn, w: u32, acked: u32) {
+    let w = w.max(1);
+    if c.cwnd_cnt >= w {
+        c.cwnd_cnt = 0;
+        c.cwnd += 1;
+    }
+    c.cwnd_cnt += acked;
+    if c.cwnd_cnt >= w {
+        let delta = c.cwnd_cnt / w;
+        c.cwnd_cnt -= delta * w;
+        c.cwnd += delta;
+    }
+}

@@ -1,0 +1,338 @@
+//! The scenario file: aggregates, their flows, the enforcer (the same TOML table as
+//! `ratekit replay` reads), links and the measurement. Everything is validated before a run,
+//! and every error names the file and the field.
+
+use crate::app::AppConfig;
+use crate::cc::CcKind;
+use ratekit_core::{Bytes, Duration, EnforcerConfig, Rate};
+use serde::Deserialize;
+use std::path::Path;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}: {field}: {message}")]
+pub struct ScenarioError {
+    pub file: String,
+    pub field: String,
+    pub message: String,
+}
+
+/// One value or a list; with a list, flow i takes element i mod len (see `Pick`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany<T> {
+    One(T),
+    Many(Vec<T>),
+}
+
+impl<T: Clone> OneOrMany<T> {
+    pub fn pick(&self, i: usize) -> Option<T> {
+        match self {
+            OneOrMany::One(v) => Some(v.clone()),
+            OneOrMany::Many(v) if v.is_empty() => None,
+            OneOrMany::Many(v) => Some(v[i % v.len()].clone()),
+        }
+    }
+    fn is_empty(&self) -> bool {
+        matches!(self, OneOrMany::Many(v) if v.is_empty())
+    }
+}
+
+/// Which index selects from `cc`/`rtt` lists: the flow's index within its aggregate (mixed
+/// aggregates) or the aggregate's copy index (homogeneous aggregates, each with another CC).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pick {
+    #[default]
+    Flow,
+    Aggregate,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    #[serde(default)]
+    pub name: String,
+    pub duration: Duration,
+    #[serde(default)]
+    pub seed: u64,
+    #[serde(default)]
+    pub measure: Measure,
+    /// Default enforcer for every aggregate without its own.
+    #[serde(default)]
+    pub enforcer: Option<toml::Value>,
+    pub aggregates: Vec<AggregateConfig>,
+    /// Sweep form: handled before deserialisation (see sweep.rs); ignored here.
+    #[serde(default)]
+    pub sweep: Option<toml::Value>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Measure {
+    /// Time-series window (000 §6.1: 250 ms).
+    #[serde(default = "default_window")]
+    pub window: Duration,
+    /// Windows that end before this are left out of summary.json's statistics.
+    #[serde(default)]
+    pub warmup: Duration,
+}
+
+impl Default for Measure {
+    fn default() -> Self {
+        Measure { window: default_window(), warmup: Duration::ZERO }
+    }
+}
+
+fn default_window() -> Duration {
+    Duration::from_millis(250)
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AggregateConfig {
+    /// The rate the aggregate is entitled to (normalises its throughput). Default: the
+    /// enforcer table's `rate`.
+    #[serde(default)]
+    pub rate: Option<Rate>,
+    /// Identical copies of this aggregate (the 100-aggregate mixes).
+    #[serde(default = "one")]
+    pub count: u32,
+    #[serde(default)]
+    pub enforcer: Option<toml::Value>,
+    /// The link behind the enforcement point; a queueing enforcer is this link's queue.
+    #[serde(default = "default_link_rate")]
+    pub link_rate: Rate,
+    /// Drop-tail buffer of that link when the enforcer is a policer. Default: 1 MB.
+    #[serde(default = "default_buffer")]
+    pub buffer: Bytes,
+    /// Senders' NIC rate: unpaced flows burst at this rate.
+    #[serde(default = "default_link_rate")]
+    pub host_rate: Rate,
+    /// Random (Bernoulli) loss of data packets before the enforcement point.
+    #[serde(default)]
+    pub loss: f64,
+    #[serde(default)]
+    pub secondary: Option<LinkConfig>,
+    pub flows: Vec<FlowConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkConfig {
+    pub rate: Rate,
+    #[serde(default = "default_buffer")]
+    pub buffer: Bytes,
+}
+
+fn one() -> u32 {
+    1
+}
+fn default_link_rate() -> Rate {
+    Rate::from_bits_per_sec(1_000_000_000)
+}
+fn default_buffer() -> Bytes {
+    Bytes(1_000_000)
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowConfig {
+    #[serde(default = "default_cc")]
+    pub cc: OneOrMany<CcKind>,
+    pub rtt: OneOrMany<Duration>,
+    #[serde(default)]
+    pub start: Duration,
+    /// Random extra start delay, uniform in [0, jitter), so copies do not start in lockstep.
+    #[serde(default)]
+    pub start_jitter: Duration,
+    #[serde(default = "one")]
+    pub count: u32,
+    #[serde(default)]
+    pub pick: Pick,
+    #[serde(default = "default_app")]
+    pub app: AppConfig,
+    /// Explicit class for class-based enforcers (weighted / priority queues, DSCD's ABE = 1).
+    #[serde(default)]
+    pub class: u16,
+}
+
+fn default_cc() -> OneOrMany<CcKind> {
+    OneOrMany::One(CcKind::Cubic)
+}
+fn default_app() -> AppConfig {
+    AppConfig::Backlogged
+}
+
+/// A scenario with every list and default resolved: what the world is built from.
+pub struct Resolved {
+    pub scenario: Scenario,
+    pub aggregates: Vec<ResolvedAggregate>,
+}
+
+pub struct ResolvedAggregate {
+    pub id: u32,
+    pub rate: Rate,
+    pub enforcer: EnforcerConfig,
+    pub cfg: AggregateConfig,
+    pub flows: Vec<ResolvedFlow>,
+}
+
+pub struct ResolvedFlow {
+    pub cc: CcKind,
+    pub rtt: Duration,
+    pub start: Duration,
+    pub start_jitter: Duration,
+    pub app: AppConfig,
+    pub class: u16,
+}
+
+/// Reads and validates a scenario file.
+pub fn load(path: &Path) -> Result<Resolved, ScenarioError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ScenarioError { file: file.clone(), field: "(file)".into(), message: e.to_string() })?;
+    parse(&text, &file)
+}
+
+/// Parses and validates scenario text; `file` names it in errors.
+pub fn parse(text: &str, file: &str) -> Result<Resolved, ScenarioError> {
+    let sc: Scenario = toml::from_str(text).map_err(|e| toml_error(text, file, e))?;
+    resolve(sc, file)
+}
+
+/// Validates a scenario given as a TOML value (one point of a sweep).
+pub fn from_value(value: toml::Value, file: &str) -> Result<Resolved, ScenarioError> {
+    let sc = Scenario::deserialize(value)
+        .map_err(|e| ScenarioError { file: file.into(), field: "(scenario)".into(), message: e.to_string() })?;
+    resolve(sc, file)
+}
+
+fn toml_error(text: &str, file: &str, e: toml::de::Error) -> ScenarioError {
+    let field = e.span().map(|s| key_path_at(text, s.start)).unwrap_or_else(|| "(scenario)".into());
+    ScenarioError { file: file.into(), field, message: e.message().to_string() }
+}
+
+/// The dotted key path of the TOML key at or before `offset` (table header + key), best effort.
+fn key_path_at(text: &str, offset: usize) -> String {
+    let before = &text[..offset.min(text.len())];
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[line_start..].find('\n').map_or(text.len(), |i| line_start + i);
+    let line = &text[line_start..line_end];
+    let key = if line.trim_start().starts_with('[') {
+        String::new()
+    } else {
+        line.split('=').next().unwrap_or("").trim().to_string()
+    };
+    let header = text[..line_start]
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('['))
+        .map(|l| l.trim().trim_matches(['[', ']']).trim().to_string());
+    match (header, key.is_empty()) {
+        (Some(h), false) => format!("{h}.{key}"),
+        (Some(h), true) => h,
+        (None, false) => key,
+        (None, true) => line.trim().trim_matches(['[', ']']).to_string(),
+    }
+}
+
+fn resolve(sc: Scenario, file: &str) -> Result<Resolved, ScenarioError> {
+    let err = |field: String, message: String| ScenarioError { file: file.into(), field, message };
+    if sc.duration.0 == 0 {
+        return Err(err("duration".into(), "must be greater than zero".into()));
+    }
+    if sc.measure.window.0 == 0 {
+        return Err(err("measure.window".into(), "must be greater than zero".into()));
+    }
+    if sc.measure.warmup >= sc.duration {
+        return Err(err("measure.warmup".into(), "must be shorter than the duration".into()));
+    }
+    if sc.aggregates.is_empty() {
+        return Err(err("aggregates".into(), "at least one aggregate is needed".into()));
+    }
+    let mut out = Vec::new();
+    for (ai, a) in sc.aggregates.iter().enumerate() {
+        let f = |name: &str| format!("aggregates[{ai}].{name}");
+        let raw = a.enforcer.as_ref().or(sc.enforcer.as_ref()).ok_or_else(|| {
+            err(f("enforcer"), "no enforcer: give the aggregate an [enforcer] table or set a top-level one".into())
+        })?;
+        let enforcer = EnforcerConfig::deserialize(raw.clone())
+            .map_err(|e| err(f("enforcer"), e.to_string()))?;
+        enforcer.validate().map_err(|e| err(f(&format!("enforcer.{}", e.field)), e.message))?;
+        let rate = match a.rate {
+            Some(r) => r,
+            None => raw
+                .get("rate")
+                .and_then(|v| Rate::deserialize(v.clone()).ok())
+                .ok_or_else(|| err(f("rate"), "missing: the aggregate's rate (the enforcer has no `rate` to default to)".into()))?,
+        };
+        if a.count == 0 {
+            return Err(err(f("count"), "must be at least 1".into()));
+        }
+        if !(0.0..1.0).contains(&a.loss) {
+            return Err(err(f("loss"), "must be in [0, 1)".into()));
+        }
+        if a.buffer.0 < 1500 {
+            return Err(err(f("buffer"), "must hold at least one 1500-byte packet".into()));
+        }
+        if let Some(s) = &a.secondary {
+            if s.buffer.0 < 1500 {
+                return Err(err(f("secondary.buffer"), "must hold at least one 1500-byte packet".into()));
+            }
+        }
+        if a.flows.is_empty() {
+            return Err(err(f("flows"), "an aggregate needs at least one flow".into()));
+        }
+        // Build one enforcer to catch link-rate dependent errors now rather than mid-run.
+        let link_rate = Some(a.link_rate);
+        enforcer.build(link_rate).map_err(|e| err(f(&format!("enforcer.{}", e.field)), e.message))?;
+        for copy in 0..a.count {
+            let mut flows = Vec::new();
+            for (fi, fc) in a.flows.iter().enumerate() {
+                let ff = |name: &str| format!("aggregates[{ai}].flows[{fi}].{name}");
+                if fc.count == 0 {
+                    return Err(err(ff("count"), "must be at least 1".into()));
+                }
+                if fc.cc.is_empty() {
+                    return Err(err(ff("cc"), "empty list".into()));
+                }
+                if fc.rtt.is_empty() {
+                    return Err(err(ff("rtt"), "empty list".into()));
+                }
+                if fc.start >= sc.duration {
+                    return Err(err(ff("start"), "starts after the run ends".into()));
+                }
+                fc.app.validate().map_err(|m| {
+                    let (k, msg) = m.split_once(": ").unwrap_or(("", &m));
+                    err(ff(&format!("app.{k}")), msg.to_string())
+                })?;
+                for k in 0..fc.count {
+                    let idx = match fc.pick {
+                        Pick::Flow => k as usize,
+                        Pick::Aggregate => copy as usize,
+                    };
+                    let rtt = fc.rtt.pick(idx).expect("non-empty");
+                    if rtt.0 < 2_000 {
+                        return Err(err(ff("rtt"), "must be at least 2us".into()));
+                    }
+                    flows.push(ResolvedFlow {
+                        cc: fc.cc.pick(idx).expect("non-empty"),
+                        rtt,
+                        start: fc.start,
+                        start_jitter: fc.start_jitter,
+                        app: fc.app.clone(),
+                        class: fc.class,
+                    });
+                }
+            }
+            out.push(ResolvedAggregate {
+                id: out.len() as u32,
+                rate,
+                enforcer: enforcer.clone(),
+                cfg: a.clone(),
+                flows,
+            });
+        }
+    }
+    Ok(Resolved { scenario: sc, aggregates: out })
+}

@@ -1,0 +1,763 @@
+//! A TCP sender and receiver that follow Linux's loss recovery (net/ipv4/tcp_input.c,
+//! tcp_recovery.c, tcp_rate.c, tcp_timer.c) at segment granularity:
+//! SACK scoreboard with RACK loss detection (reordering window min_rtt/4 until three segments
+//! are SACKed or recovery starts, then 0), PRR (RFC 6937) in Recovery, RTO = srtt + max(4·rttvar,
+//! 200 ms) with exponential backoff and every un-SACKed segment marked lost, delivery-rate
+//! sampling for BBR, tail loss probes (PTO = 2·srtt, + 200 ms with one segment out, at least
+//! 10 ms, one probe per flight), cwnd restart after idle, initial window 10, MSS 1448.
+//! Not modelled: undo of spurious reductions (no reordering exists here),
+//! TSO/GSO bursts, receive-window limits.
+
+use crate::app::App;
+use crate::cc::{CaState, Cc, Conn, RateSample};
+use crate::engine::{ComponentId, Wakeup};
+use crate::packet::{Kind, Pkt, HEADER, MSS, NO_SACK};
+use crate::world::Ctx;
+use std::collections::VecDeque;
+
+pub const INIT_CWND: u32 = 10;
+const RTO_MIN_NS: u64 = 200_000_000;
+const RTO_INIT_NS: u64 = 1_000_000_000;
+const RTO_MAX_NS: u64 = 120_000_000_000;
+const DUPTHRESH: u32 = 3;
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Seg {
+    xmit_ns: u64,
+    delivered: u64,
+    delivered_ns: u64,
+    first_tx_ns: u64,
+    sacked: bool,
+    lost: bool,
+    retrans: bool,
+    ever_retrans: bool,
+    app_limited: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SenderStats {
+    pub segments_sent: u64,
+    pub retransmits: u64,
+    pub timeouts: u64,
+    pub loss_probes: u64,
+}
+
+pub struct TcpSender {
+    pub id: ComponentId,
+    pub flow: u32,
+    pub cc: Cc,
+    pub app: App,
+    conn: Conn,
+    segs: VecDeque<Seg>,
+    sacked_out: u32,
+    lost_out: u32,
+    retrans_out: u32,
+    retx_queue: VecDeque<u32>,
+    highest_delivered: u32,
+    // RTT (tcp_rtt_estimator)
+    srtt_ns: u64,
+    rttvar_ns: u64,
+    rto_ns: u64,
+    backoff: u32,
+    rto_deadline: Option<u64>,
+    // RACK
+    rack_xmit: (u64, u32),
+    rack_rtt_ns: u64,
+    reo_deadline: Option<u64>,
+    // Tail loss probe
+    tlp_deadline: Option<u64>,
+    tlp_high_seq: Option<u32>,
+    // Rate sampling (tcp_rate.c)
+    delivered_ns: u64,
+    first_tx_ns: u64,
+    app_limited_until: u64,
+    // Recovery (PRR)
+    high_seq: u32,
+    prior_cwnd: u32,
+    prr_delivered: u32,
+    prr_out: u32,
+    // Pacing
+    next_send_ns: u64,
+    last_send_ns: u64,
+    started: bool,
+    wake: Wakeup,
+    pub stats: SenderStats,
+}
+
+impl TcpSender {
+    pub fn new(id: ComponentId, flow: u32, cc: Cc, app: App) -> Self {
+        TcpSender {
+            id,
+            flow,
+            cc,
+            app,
+            conn: Conn {
+                now_ns: 0,
+                cwnd: INIT_CWND,
+                cwnd_cnt: 0,
+                ssthresh: u32::MAX,
+                snd_nxt: 0,
+                snd_una: 0,
+                in_flight: 0,
+                cwnd_limited: false,
+                min_rtt_ns: u64::MAX,
+                srtt_ns: 0,
+                delivered: 0,
+                lost: 0,
+                ca_state: CaState::Open,
+                mss: MSS,
+                edt_ns: 0,
+            },
+            segs: VecDeque::new(),
+            sacked_out: 0,
+            lost_out: 0,
+            retrans_out: 0,
+            retx_queue: VecDeque::new(),
+            highest_delivered: 0,
+            srtt_ns: 0,
+            rttvar_ns: 0,
+            rto_ns: RTO_INIT_NS,
+            backoff: 0,
+            rto_deadline: None,
+            rack_xmit: (0, 0),
+            rack_rtt_ns: 0,
+            reo_deadline: None,
+            tlp_deadline: None,
+            tlp_high_seq: None,
+            delivered_ns: 0,
+            first_tx_ns: 0,
+            app_limited_until: 0,
+            high_seq: 0,
+            prior_cwnd: 0,
+            prr_delivered: 0,
+            prr_out: 0,
+            next_send_ns: 0,
+            last_send_ns: 0,
+            started: false,
+            wake: Wakeup::default(),
+            stats: SenderStats::default(),
+        }
+    }
+
+    pub fn cwnd(&self) -> u32 {
+        self.conn.cwnd
+    }
+
+    pub fn srtt_ns(&self) -> u64 {
+        self.srtt_ns
+    }
+
+    pub fn delivered_segments(&self) -> u64 {
+        self.conn.delivered
+    }
+
+    fn packets_out(&self) -> u32 {
+        self.conn.snd_nxt - self.conn.snd_una
+    }
+
+    fn in_flight(&self) -> u32 {
+        (self.packets_out() + self.retrans_out).saturating_sub(self.sacked_out + self.lost_out)
+    }
+
+    fn refresh_conn(&mut self, now: u64) {
+        self.conn.now_ns = now;
+        self.conn.in_flight = self.in_flight();
+        self.conn.srtt_ns = self.srtt_ns;
+        self.conn.edt_ns = self.next_send_ns;
+    }
+
+    /// The application's start time: first transmission.
+    pub fn schedule_start(&mut self, ctx: &mut Ctx, at_ns: u64) {
+        if self.wake.want(at_ns) {
+            ctx.ev.schedule(at_ns, self.id);
+        }
+    }
+
+    pub fn on_timer(&mut self, ctx: &mut Ctx) {
+        let now = ctx.ev.now();
+        if !self.wake.fire(now) {
+            return;
+        }
+        if !self.started {
+            self.started = true;
+            self.app.start(now);
+        }
+        self.app.poll(now, self.conn.snd_una);
+        if let Some(d) = self.rto_deadline {
+            if now >= d && self.packets_out() > 0 {
+                self.on_rto(now);
+            }
+        }
+        if let Some(d) = self.tlp_deadline {
+            if now >= d {
+                self.tlp_deadline = None;
+                if self.packets_out() > 0 && self.conn.ca_state == CaState::Open {
+                    self.send_loss_probe(ctx);
+                }
+            }
+        }
+        if let Some(d) = self.reo_deadline {
+            if now >= d {
+                self.reo_deadline = None;
+                self.refresh_conn(now);
+                let newly_lost = self.detect_losses(now);
+                if newly_lost > 0 && self.conn.ca_state == CaState::Open {
+                    self.enter_recovery(now);
+                }
+                if self.conn.ca_state == CaState::Recovery && self.cc.pacing_rate().is_none() {
+                    self.prr(0, newly_lost > 0);
+                }
+            }
+        }
+        self.transmit(ctx);
+    }
+
+    /// tcp_send_loss_probe: one new segment if the application has one (beyond cwnd), else a
+    /// retransmission of the highest segment sent, so that a tail loss is seen by RACK.
+    fn send_loss_probe(&mut self, ctx: &mut Ctx) {
+        let now = ctx.ev.now();
+        let seq = if self.conn.snd_nxt < self.app.available() {
+            self.push_new_segment(now)
+        } else {
+            let seq = self.conn.snd_nxt - 1;
+            let s = &mut self.segs[(seq - self.conn.snd_una) as usize];
+            if s.sacked || s.retrans {
+                return;
+            }
+            s.retrans = true;
+            s.ever_retrans = true;
+            s.xmit_ns = now;
+            self.retrans_out += 1;
+            self.stats.retransmits += 1;
+            seq
+        };
+        self.tlp_high_seq = Some(self.conn.snd_nxt);
+        self.stats.loss_probes += 1;
+        self.rto_deadline = Some(now + (self.rto_ns << self.backoff.min(16)).min(RTO_MAX_NS));
+        self.emit(ctx, seq, now);
+    }
+
+    fn on_rto(&mut self, now: u64) {
+        self.stats.timeouts += 1;
+        self.tlp_high_seq = None;
+        self.tlp_deadline = None;
+        self.refresh_conn(now);
+        if self.conn.ca_state != CaState::Loss {
+            self.conn.ssthresh = self.cc.ssthresh(&self.conn);
+        }
+        self.conn.cwnd = 1;
+        self.conn.cwnd_cnt = 0;
+        self.retx_queue.clear();
+        let mut newly = 0;
+        for (i, s) in self.segs.iter_mut().enumerate() {
+            if s.sacked {
+                continue;
+            }
+            if s.retrans {
+                s.retrans = false;
+                self.retrans_out -= 1;
+            }
+            if !s.lost {
+                s.lost = true;
+                self.lost_out += 1;
+                newly += 1;
+            }
+            self.retx_queue.push_back(self.conn.snd_una + i as u32);
+        }
+        self.conn.lost += newly;
+        self.high_seq = self.conn.snd_nxt;
+        self.conn.ca_state = CaState::Loss;
+        self.refresh_conn(now);
+        self.cc.set_state(&self.conn, CaState::Loss);
+        self.backoff += 1;
+        self.rto_deadline = Some(now + (self.rto_ns << self.backoff.min(16)).min(RTO_MAX_NS));
+    }
+
+    fn enter_recovery(&mut self, now: u64) {
+        self.refresh_conn(now);
+        self.conn.ssthresh = self.cc.ssthresh(&self.conn);
+        self.prior_cwnd = self.conn.cwnd;
+        self.prr_delivered = 0;
+        self.prr_out = 0;
+        self.high_seq = self.conn.snd_nxt;
+        self.conn.ca_state = CaState::Recovery;
+        self.cc.set_state(&self.conn, CaState::Recovery);
+    }
+
+    /// Proportional rate reduction (RFC 6937, `tcp_cwnd_reduction` with SSRB).
+    fn prr(&mut self, newly_acked_sacked: u32, fast_rexmit: bool) {
+        if newly_acked_sacked == 0 && !fast_rexmit {
+            return;
+        }
+        self.prr_delivered += newly_acked_sacked;
+        let in_flight = self.in_flight() as i64;
+        let ssthresh = self.conn.ssthresh as i64;
+        let delta = ssthresh - in_flight;
+        let mut sndcnt = if delta < 0 {
+            let dividend = ssthresh * self.prr_delivered as i64 + self.prior_cwnd as i64 - 1;
+            dividend / (self.prior_cwnd.max(1) as i64) - self.prr_out as i64
+        } else {
+            delta.min((self.prr_delivered as i64 - self.prr_out as i64).max(newly_acked_sacked as i64) + 1)
+        };
+        sndcnt = sndcnt.max(if fast_rexmit { 1 } else { 0 });
+        self.conn.cwnd = (in_flight + sndcnt).max(1) as u32;
+    }
+
+    fn update_rtt(&mut self, rtt: u64) {
+        self.conn.min_rtt_ns = self.conn.min_rtt_ns.min(rtt);
+        if self.srtt_ns == 0 {
+            self.srtt_ns = rtt;
+            self.rttvar_ns = rtt / 2;
+        } else {
+            let err = rtt.abs_diff(self.srtt_ns);
+            self.rttvar_ns = (3 * self.rttvar_ns + err) / 4;
+            self.srtt_ns = (7 * self.srtt_ns + rtt) / 8;
+        }
+        // Linux keeps rttvar ≥ rto_min, so RTO = srtt + max(4·mdev, 200 ms).
+        self.rto_ns = (self.srtt_ns + (4 * self.rttvar_ns).max(RTO_MIN_NS)).min(RTO_MAX_NS);
+    }
+
+    /// `tcp_rate_skb_delivered` plus RACK's record of the newest delivered transmission.
+    fn on_delivered(&mut self, seq: u32, s: Seg, now: u64, rs: &mut RateSample, newest: &mut Option<Seg>) {
+        self.conn.delivered += 1;
+        if newest.is_none_or(|n| s.delivered >= n.delivered) {
+            *newest = Some(s);
+        }
+        if (s.xmit_ns, seq) > self.rack_xmit {
+            self.rack_xmit = (s.xmit_ns, seq);
+            self.rack_rtt_ns = now - s.xmit_ns;
+        }
+        self.highest_delivered = self.highest_delivered.max(seq);
+        rs.acked_sacked += 1;
+    }
+
+    pub fn on_ack(&mut self, ctx: &mut Ctx, ack: u32, sack: u32) {
+        let now = ctx.ev.now();
+        let prior_in_flight = self.in_flight();
+        let prior_lost = self.conn.lost;
+        let mut rs = RateSample { prior_in_flight, ..RateSample::default() };
+        let mut newest: Option<Seg> = None;
+        let mut rtt_sample: Option<u64> = None;
+        let mut sack_rtt: Option<u64> = None;
+
+        if ack > self.conn.snd_una && ack <= self.conn.snd_nxt {
+            for seq in self.conn.snd_una..ack {
+                let s = self.segs.pop_front().expect("scoreboard covers snd_una..snd_nxt");
+                if s.retrans {
+                    self.retrans_out -= 1;
+                }
+                if s.lost {
+                    self.lost_out -= 1;
+                }
+                if s.sacked {
+                    self.sacked_out -= 1;
+                    continue;
+                }
+                if !s.ever_retrans && rtt_sample.is_none() {
+                    rtt_sample = Some(now - s.xmit_ns);
+                }
+                self.on_delivered(seq, s, now, &mut rs, &mut newest);
+            }
+            self.conn.snd_una = ack;
+            self.backoff = 0;
+            self.rto_deadline = if self.packets_out() > 0 { Some(now + self.rto_ns) } else { None };
+        }
+        if sack != NO_SACK && sack >= self.conn.snd_una && sack < self.conn.snd_nxt {
+            let i = (sack - self.conn.snd_una) as usize;
+            let s = self.segs[i];
+            if !s.sacked {
+                let seg = &mut self.segs[i];
+                seg.sacked = true;
+                if seg.lost {
+                    seg.lost = false;
+                    self.lost_out -= 1;
+                }
+                if seg.retrans {
+                    seg.retrans = false;
+                    self.retrans_out -= 1;
+                }
+                self.sacked_out += 1;
+                if !s.ever_retrans {
+                    sack_rtt = Some(now - s.xmit_ns);
+                }
+                self.on_delivered(sack, s, now, &mut rs, &mut newest);
+            }
+        }
+        let rtt = rtt_sample.or(sack_rtt);
+        if let Some(r) = rtt {
+            self.update_rtt(r);
+            if self.rto_deadline.is_some() && self.backoff == 0 {
+                self.rto_deadline = Some(now + self.rto_ns);
+            }
+        }
+        rs.rtt_ns = rtt;
+        if self.tlp_high_seq.is_some_and(|h| self.conn.snd_una >= h) {
+            self.tlp_high_seq = None;
+        }
+        if self.app_limited_until > 0 && self.conn.delivered > self.app_limited_until {
+            self.app_limited_until = 0;
+        }
+        // Delivery-rate sample (tcp_rate_gen).
+        if let Some(n) = newest {
+            self.delivered_ns = now;
+            rs.prior_delivered = n.delivered;
+            rs.is_app_limited = n.app_limited;
+            self.first_tx_ns = n.xmit_ns;
+            rs.delivered = (self.conn.delivered - n.delivered) as i64;
+            let send_elapsed = n.xmit_ns.saturating_sub(n.first_tx_ns);
+            let ack_elapsed = now.saturating_sub(n.delivered_ns);
+            rs.interval_ns = send_elapsed.max(ack_elapsed) as i64;
+            if (rs.interval_ns as u64) < self.conn.min_rtt_ns.min(u64::MAX / 2) {
+                rs.interval_ns = -1;
+            }
+        } else {
+            rs.delivered = -1;
+            rs.interval_ns = -1;
+        }
+
+        // State exits (tcp_fastretrans_alert).
+        self.refresh_conn(now);
+        if self.conn.ca_state != CaState::Open && self.conn.snd_una >= self.high_seq {
+            if self.conn.ca_state == CaState::Recovery && self.cc.pacing_rate().is_none() {
+                // tcp_end_cwnd_reduction
+                self.conn.cwnd = self.conn.ssthresh;
+            }
+            self.conn.ca_state = CaState::Open;
+            self.cc.set_state(&self.conn, CaState::Open);
+        }
+        let newly_lost = self.detect_losses(now);
+        if newly_lost > 0 && self.conn.ca_state == CaState::Open {
+            self.enter_recovery(now);
+        }
+        rs.losses = (self.conn.lost - prior_lost) as u32;
+
+        self.refresh_conn(now);
+        self.cc.pkts_acked(&mut self.conn, rtt);
+        if !self.cc.cong_control(&mut self.conn, &rs) {
+            if self.conn.ca_state == CaState::Recovery {
+                self.prr(rs.acked_sacked, newly_lost > 0);
+            } else if rs.acked_sacked > 0 {
+                self.cc.cong_avoid(&mut self.conn, rs.acked_sacked);
+            }
+        }
+        self.app.poll(now, self.conn.snd_una);
+        self.transmit(ctx);
+    }
+
+    /// RACK (RFC 8985 / tcp_recovery.c): a segment is lost once a segment sent after it was
+    /// delivered and the reordering window has passed. Returns how many were newly marked.
+    fn detect_losses(&mut self, now: u64) -> u64 {
+        if self.sacked_out == 0 && self.conn.ca_state == CaState::Open {
+            return 0;
+        }
+        let reo_wnd = if self.conn.ca_state >= CaState::Recovery || self.sacked_out >= DUPTHRESH {
+            0
+        } else {
+            self.conn.min_rtt_ns / 4
+        };
+        let mut newly = 0u64;
+        let mut next_timeout: Option<u64> = None;
+        let una = self.conn.snd_una;
+        for i in 0..self.segs.len() {
+            let seq = una + i as u32;
+            let s = self.segs[i];
+            if s.sacked || (s.lost && !s.retrans) {
+                continue;
+            }
+            if (s.xmit_ns, seq) >= self.rack_xmit {
+                if seq > self.highest_delivered && !s.ever_retrans {
+                    break;
+                }
+                continue;
+            }
+            let deadline = s.xmit_ns + self.rack_rtt_ns + reo_wnd;
+            if now >= deadline {
+                let seg = &mut self.segs[i];
+                if seg.retrans {
+                    seg.retrans = false;
+                    self.retrans_out -= 1;
+                }
+                if !seg.lost {
+                    seg.lost = true;
+                    self.lost_out += 1;
+                }
+                self.retx_queue.push_back(seq);
+                newly += 1;
+            } else {
+                next_timeout = Some(next_timeout.map_or(deadline, |t: u64| t.min(deadline)));
+            }
+        }
+        self.conn.lost += newly;
+        self.reo_deadline = next_timeout;
+        newly
+    }
+
+    fn seg_len(&self, seq: u32) -> u32 {
+        self.app.segment_payload(seq) + HEADER
+    }
+
+    /// `tcp_write_xmit`: retransmissions first, then new data, within cwnd and the pacing rate.
+    fn transmit(&mut self, ctx: &mut Ctx) {
+        let now = ctx.ev.now();
+        let pacing = self.cc.pacing_rate();
+        loop {
+            let in_flight = self.in_flight();
+            let retx = loop {
+                match self.retx_queue.front() {
+                    Some(&seq) if seq < self.conn.snd_una => {
+                        self.retx_queue.pop_front();
+                    }
+                    Some(&seq) => {
+                        let s = &self.segs[(seq - self.conn.snd_una) as usize];
+                        if s.sacked || !s.lost || s.retrans {
+                            self.retx_queue.pop_front();
+                        } else {
+                            break Some(seq);
+                        }
+                    }
+                    None => break None,
+                }
+            };
+            let has_new = self.conn.snd_nxt < self.app.available();
+            if retx.is_none() && !has_new {
+                if in_flight < self.conn.cwnd {
+                    self.conn.cwnd_limited = false;
+                    // tcp_rate_check_app_limited
+                    self.app_limited_until = (self.conn.delivered + in_flight as u64).max(1);
+                }
+                break;
+            }
+            if in_flight >= self.conn.cwnd {
+                self.conn.cwnd_limited = true;
+                break;
+            }
+            if pacing.is_some() && self.next_send_ns > now {
+                if self.wake.want(self.next_send_ns) {
+                    ctx.ev.schedule(self.next_send_ns, self.id);
+                }
+                break;
+            }
+            let seq = match retx {
+                Some(seq) => {
+                    self.retx_queue.pop_front();
+                    let s = &mut self.segs[(seq - self.conn.snd_una) as usize];
+                    s.retrans = true;
+                    s.ever_retrans = true;
+                    s.xmit_ns = now;
+                    self.retrans_out += 1;
+                    self.stats.retransmits += 1;
+                    seq
+                }
+                None => self.push_new_segment(now),
+            };
+            if self.conn.ca_state == CaState::Recovery {
+                self.prr_out += 1;
+            }
+            self.emit(ctx, seq, now);
+        }
+        self.schedule_loss_probe(now);
+        self.arm_timer(ctx);
+    }
+
+    fn push_new_segment(&mut self, now: u64) -> u32 {
+        if self.packets_out() == 0 {
+            self.restart_after_idle(now);
+            self.first_tx_ns = now;
+            self.delivered_ns = now;
+        }
+        let seq = self.conn.snd_nxt;
+        self.segs.push_back(Seg {
+            xmit_ns: now,
+            delivered: self.conn.delivered,
+            delivered_ns: self.delivered_ns,
+            first_tx_ns: self.first_tx_ns,
+            app_limited: self.app_limited_until > 0,
+            ..Seg::default()
+        });
+        self.conn.snd_nxt += 1;
+        seq
+    }
+
+    fn emit(&mut self, ctx: &mut Ctx, seq: u32, now: u64) {
+        let len = self.seg_len(seq);
+        if let Some(rate) = self.cc.pacing_rate() {
+            let gap = (len as f64 * 1e9 / rate.max(1.0)) as u64;
+            self.next_send_ns = self.next_send_ns.max(now) + gap;
+        }
+        self.last_send_ns = now;
+        self.stats.segments_sent += 1;
+        if self.rto_deadline.is_none() {
+            self.rto_deadline = Some(now + (self.rto_ns << self.backoff.min(16)).min(RTO_MAX_NS));
+        }
+        ctx.send(Pkt { flow: self.flow, kind: Kind::Data, seq, len, sack: NO_SACK, ..Pkt::default() });
+    }
+
+    /// tcp_schedule_loss_probe: only in Open state, with an RTT estimate, one probe per flight,
+    /// and only if it would fire before the RTO.
+    fn schedule_loss_probe(&mut self, now: u64) {
+        if self.conn.ca_state != CaState::Open || self.packets_out() == 0 || self.srtt_ns == 0 || self.tlp_high_seq.is_some() {
+            self.tlp_deadline = None;
+            return;
+        }
+        let mut pto = 2 * self.srtt_ns;
+        if self.packets_out() == 1 {
+            pto += RTO_MIN_NS;
+        }
+        let at = now + pto.max(10_000_000);
+        self.tlp_deadline = match self.rto_deadline {
+            Some(rto) if at >= rto => None,
+            _ => Some(at),
+        };
+    }
+
+    /// tcp_cwnd_restart (slow_start_after_idle): halve cwnd per RTO idle, down to IW.
+    fn restart_after_idle(&mut self, now: u64) {
+        if self.stats.segments_sent == 0 {
+            return;
+        }
+        let idle = now.saturating_sub(self.last_send_ns);
+        self.cc.on_tx_start(now, self.last_send_ns);
+        if idle > self.rto_ns {
+            let restart = INIT_CWND.min(self.conn.cwnd);
+            let mut cwnd = self.conn.cwnd;
+            let mut delta = idle / self.rto_ns.max(1);
+            while delta > 0 && cwnd > restart {
+                cwnd >>= 1;
+                delta -= 1;
+            }
+            self.conn.cwnd = cwnd.max(restart);
+        }
+    }
+
+    fn arm_timer(&mut self, ctx: &mut Ctx) {
+        let t = [self.rto_deadline, self.reo_deadline, self.tlp_deadline, self.app.next_event()].into_iter().flatten().min();
+        if let Some(t) = t {
+            let t = t.max(ctx.ev.now());
+            if self.wake.want(t) {
+                ctx.ev.schedule(t, self.id);
+            }
+        }
+    }
+}
+
+/// The receiving end: in-order delivery, out-of-order buffer, delayed ACKs (every second
+/// full segment or after 40 ms, Linux's minimum ATO; immediate while out-of-order data waits or
+/// during the first 16 segments' quick-ack mode).
+pub struct TcpReceiver {
+    pub id: ComponentId,
+    pub flow: u32,
+    rcv_nxt: u32,
+    ooo: VecDeque<bool>,
+    ooo_count: u32,
+    unacked: u32,
+    quickacks: u32,
+    delack_deadline: Option<u64>,
+    wake: Wakeup,
+    /// Payload bytes delivered in order to the application.
+    pub delivered_bytes: u64,
+    pub window_bytes: u64,
+    /// For a finite transfer: its segment count and the last segment's payload.
+    finite: Option<(u32, u32)>,
+    pub completed_ns: Option<u64>,
+}
+
+const DELACK_NS: u64 = 40_000_000;
+const QUICKACKS: u32 = 16;
+
+impl TcpReceiver {
+    pub fn new(id: ComponentId, flow: u32, finite: Option<(u32, u32)>) -> Self {
+        TcpReceiver {
+            finite,
+            completed_ns: None,
+            id,
+            flow,
+            rcv_nxt: 0,
+            ooo: VecDeque::new(),
+            ooo_count: 0,
+            unacked: 0,
+            quickacks: QUICKACKS,
+            delack_deadline: None,
+            wake: Wakeup::default(),
+            delivered_bytes: 0,
+            window_bytes: 0,
+        }
+    }
+
+    pub fn rcv_nxt(&self) -> u32 {
+        self.rcv_nxt
+    }
+
+    pub fn on_data(&mut self, ctx: &mut Ctx, seq: u32, payload: u32) {
+        if seq < self.rcv_nxt {
+            self.send_ack(ctx, NO_SACK);
+            return;
+        }
+        if seq > self.rcv_nxt {
+            let i = (seq - self.rcv_nxt) as usize;
+            if self.ooo.len() <= i {
+                self.ooo.resize(i + 1, false);
+            }
+            if !self.ooo[i] {
+                self.ooo[i] = true;
+                self.ooo_count += 1;
+            }
+            self.send_ack(ctx, seq);
+            return;
+        }
+        let filled_hole = self.ooo_count > 0;
+        let mut bytes = payload as u64;
+        self.rcv_nxt += 1;
+        self.ooo.pop_front();
+        while self.ooo.front() == Some(&true) {
+            self.ooo.pop_front();
+            self.ooo_count -= 1;
+            bytes += self.payload_of(self.rcv_nxt) as u64;
+            self.rcv_nxt += 1;
+        }
+        if let Some((segments, _)) = self.finite {
+            if self.rcv_nxt >= segments && self.completed_ns.is_none() {
+                self.completed_ns = Some(ctx.ev.now());
+            }
+        }
+        self.delivered_bytes += bytes;
+        self.window_bytes += bytes;
+        self.unacked += 1;
+        if filled_hole || self.unacked >= 2 || self.quickacks > 0 {
+            self.quickacks = self.quickacks.saturating_sub(1);
+            self.send_ack(ctx, NO_SACK);
+        } else if self.delack_deadline.is_none() {
+            let t = ctx.ev.now() + DELACK_NS;
+            self.delack_deadline = Some(t);
+            if self.wake.want(t) {
+                ctx.ev.schedule(t, self.id);
+            }
+        }
+    }
+
+    fn payload_of(&self, seq: u32) -> u32 {
+        match self.finite {
+            Some((segments, last)) if seq + 1 == segments => last,
+            _ => MSS,
+        }
+    }
+
+    pub fn on_timer(&mut self, ctx: &mut Ctx) {
+        let now = ctx.ev.now();
+        if !self.wake.fire(now) {
+            return;
+        }
+        if let Some(d) = self.delack_deadline {
+            if now >= d && self.unacked > 0 {
+                self.send_ack(ctx, NO_SACK);
+            } else if now < d && self.wake.want(d) {
+                ctx.ev.schedule(d, self.id);
+            }
+        }
+    }
+
+    fn send_ack(&mut self, ctx: &mut Ctx, sack: u32) {
+        self.unacked = 0;
+        self.delack_deadline = None;
+        ctx.send(Pkt { flow: self.flow, kind: Kind::Ack, ack: self.rcv_nxt, sack, len: HEADER, ..Pkt::default() });
+    }
+}

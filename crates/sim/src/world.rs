@@ -1,0 +1,423 @@
+//! The simulated network: builds components from a resolved scenario, runs the event loop,
+//! measures per window and writes the time series and the summary.
+//!
+//! Topology per flow: sender → NIC link (host_rate) → the aggregate's enforcement point (random
+//! loss, policer) → the aggregate's link (link_rate; drop-tail, or the queueing enforcer) →
+//! optional secondary bottleneck → forward pipe (RTT/2) → receiver; ACKs: reverse pipe (RTT/2)
+//! → sender. Zero-delay hops are function calls in FIFO order; only timers and transmissions
+//! are events.
+
+use crate::app::{App, UdpSource};
+use crate::cc::{Cc, CcKind};
+use crate::engine::{ComponentId, EventList};
+use crate::net::{EnforcementPoint, Link, LinkQueue, Pipe};
+use crate::packet::{Kind, Pkt, Pool, HEADER};
+use crate::scenario::Resolved;
+use crate::summary::{self, AggSummary, EngineSummary, FlowSummary, Summary};
+use crate::tcp::{TcpReceiver, TcpSender};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use ratekit_core::Enforcer;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Per-aggregate counters, shared by the elements that see the aggregate's packets.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AggCounters {
+    pub arrivals: u64,
+    pub enforcer_drops: u64,
+    pub queue_drops: u64,
+    pub random_losses: u64,
+}
+
+/// What every component may touch while handling an event.
+pub struct Ctx {
+    pub ev: EventList,
+    pub pool: Pool,
+    /// Packets handed to their next hop, delivered in FIFO order after the handler returns.
+    pub out: Vec<u32>,
+    pub aggs: Vec<AggCounters>,
+    /// Per flow: (flow key for the core's classifiers, explicit class).
+    pub flow_keys: Vec<(u64, u16)>,
+}
+
+impl Ctx {
+    #[inline]
+    pub fn send(&mut self, p: Pkt) {
+        let i = self.pool.alloc(p);
+        self.out.push(i);
+    }
+}
+
+enum Comp {
+    Sender(Box<TcpSender>),
+    Udp(UdpSource),
+    Receiver(TcpReceiver),
+    Sink { bytes: u64, window_bytes: u64 },
+    Link(Link),
+    Pipe(Pipe),
+    Enf(EnforcementPoint),
+}
+
+struct FlowMeta {
+    aggregate: u32,
+    cc: Option<CcKind>,
+    rtt_ms: f64,
+    start_ns: u64,
+    sender: ComponentId,
+    receiver: ComponentId,
+    continuous: bool,
+    finite: bool,
+    data_route: Vec<ComponentId>,
+    ack_route: Vec<ComponentId>,
+}
+
+/// How a run is driven from outside.
+#[derive(Default)]
+pub struct RunOptions<'a> {
+    /// Where flows.csv, aggregates.csv and summary.json go; `None` keeps results in memory.
+    pub out_dir: Option<&'a Path>,
+    /// Set from another thread (Ctrl-C) to stop at the next window boundary.
+    pub stop: Option<&'a AtomicBool>,
+    /// Called at each window boundary with the fraction of simulated time done.
+    pub progress: Option<&'a mut dyn FnMut(f64)>,
+    /// Per-flow cwnd samples at every window boundary are kept in memory for tests.
+    pub keep_series: bool,
+}
+
+/// Per-window samples, kept when `keep_series` is set.
+#[derive(Debug, Clone, Default)]
+pub struct Series {
+    /// [window][flow] goodput in bits/s.
+    pub goodput_bps: Vec<Vec<f64>>,
+    /// [window][flow] cwnd in segments (0 for UDP).
+    pub cwnd: Vec<Vec<u32>>,
+    /// [window][aggregate] normalised throughput.
+    pub normalized: Vec<Vec<f64>>,
+}
+
+pub struct World {
+    ctx: Ctx,
+    comps: Vec<Comp>,
+    flows: Vec<FlowMeta>,
+    agg_rates_bps: Vec<f64>,
+    agg_kinds: Vec<&'static str>,
+}
+
+fn mix(seed: u64, salt: u64) -> u64 {
+    // splitmix64: independent per-component streams from one scenario seed.
+    let mut z = seed ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl World {
+    pub fn build(r: &Resolved, seed: u64) -> Result<World, String> {
+        let mut comps: Vec<Comp> = Vec::new();
+        let mut flows = Vec::new();
+        let mut ctx = Ctx {
+            ev: EventList::default(),
+            pool: Pool::default(),
+            out: Vec::new(),
+            aggs: vec![AggCounters::default(); r.aggregates.len()],
+            flow_keys: Vec::new(),
+        };
+        let mut agg_rates_bps = Vec::new();
+        let mut agg_kinds = Vec::new();
+        let mut starts = Vec::new();
+        for a in &r.aggregates {
+            agg_rates_bps.push(a.rate.bits_per_sec() as f64);
+            agg_kinds.push(a.enforcer.kind());
+            let built = a.enforcer.build(Some(a.cfg.link_rate)).map_err(|e| format!("aggregates[{}].enforcer.{}", a.id, e))?;
+            let (policer, queue) = match built {
+                Enforcer::Policer(p) => (Some(p), Link::drop_tail(a.cfg.buffer.0)),
+                Enforcer::Queue(q) => (None, LinkQueue::Enforcer(Box::new(q))),
+            };
+            let enf_id = comps.len() as ComponentId;
+            let rng = ChaCha8Rng::seed_from_u64(mix(seed, 0xE0F0_0000 + a.id as u64));
+            comps.push(Comp::Enf(EnforcementPoint::new(a.id, a.cfg.loss, rng, policer)));
+            let link_id = comps.len() as ComponentId;
+            comps.push(Comp::Link(Link::new(link_id, a.id, a.cfg.link_rate, queue)));
+            let secondary = a.cfg.secondary.as_ref().map(|s| {
+                let id = comps.len() as ComponentId;
+                comps.push(Comp::Link(Link::new(id, a.id, s.rate, Link::drop_tail(s.buffer.0))));
+                id
+            });
+            for f in &a.flows {
+                let fid = flows.len() as u32;
+                let mut rng = ChaCha8Rng::seed_from_u64(mix(seed, fid as u64));
+                let jitter = if f.start_jitter.0 > 0 { rng.gen_range(0..f.start_jitter.0) } else { 0 };
+                let start_ns = f.start.0 + jitter;
+                let nic = comps.len() as ComponentId;
+                comps.push(Comp::Link(Link::new(nic, a.id, a.cfg.host_rate, Link::drop_tail(u64::MAX))));
+                let half = f.rtt.0 / 2;
+                let fwd = comps.len() as ComponentId;
+                comps.push(Comp::Pipe(Pipe::new(fwd, half)));
+                let rev = comps.len() as ComponentId;
+                comps.push(Comp::Pipe(Pipe::new(rev, f.rtt.0 - half)));
+                let sender = comps.len() as ComponentId;
+                let receiver = sender + 1;
+                let udp = f.app.is_udp();
+                if udp {
+                    comps.push(Comp::Udp(UdpSource::new(sender, fid, &f.app, rng)));
+                    comps.push(Comp::Sink { bytes: 0, window_bytes: 0 });
+                } else {
+                    let app = App::new(&f.app, rng);
+                    let finite = app.finite_shape();
+                    let cc = Cc::new(f.cc, mix(seed, 0xCC00_0000 + fid as u64));
+                    comps.push(Comp::Sender(Box::new(TcpSender::new(sender, fid, cc, app))));
+                    comps.push(Comp::Receiver(TcpReceiver::new(receiver, fid, finite)));
+                }
+                let mut data_route = vec![nic, enf_id, link_id];
+                data_route.extend(secondary);
+                data_route.extend([fwd, receiver]);
+                starts.push((sender, start_ns));
+                ctx.flow_keys.push((mix(0xF10F, fid as u64), f.class));
+                flows.push(FlowMeta {
+                    aggregate: a.id,
+                    cc: (!udp).then_some(f.cc),
+                    rtt_ms: f.rtt.0 as f64 / 1e6,
+                    start_ns,
+                    sender,
+                    receiver,
+                    continuous: matches!(f.app, crate::app::AppConfig::Backlogged | crate::app::AppConfig::Finite { .. }),
+                    finite: f.app.is_finite(),
+                    data_route,
+                    ack_route: vec![rev, sender],
+                });
+            }
+        }
+        for (sender, at) in starts {
+            match &mut comps[sender as usize] {
+                Comp::Sender(s) => s.schedule_start(&mut ctx, at),
+                Comp::Udp(u) => u.schedule_start(&mut ctx, at),
+                _ => unreachable!(),
+            }
+        }
+        Ok(World { ctx, comps, flows, agg_rates_bps, agg_kinds })
+    }
+
+    fn handle(&mut self, target: ComponentId) {
+        match &mut self.comps[target as usize] {
+            Comp::Sender(s) => s.on_timer(&mut self.ctx),
+            Comp::Udp(u) => u.on_timer(&mut self.ctx),
+            Comp::Receiver(r) => r.on_timer(&mut self.ctx),
+            Comp::Link(l) => l.on_timer(&mut self.ctx),
+            Comp::Pipe(p) => p.on_timer(&mut self.ctx),
+            Comp::Sink { .. } | Comp::Enf(_) => {}
+        }
+        self.drain();
+    }
+
+    /// Delivers every packet handed on during the last handler, in order, through zero-delay
+    /// hops (which may hand on more).
+    fn drain(&mut self) {
+        let mut i = 0;
+        while i < self.ctx.out.len() {
+            let idx = self.ctx.out[i];
+            i += 1;
+            let p = *self.ctx.pool.get(idx);
+            let meta = &self.flows[p.flow as usize];
+            let route = if p.kind == Kind::Ack { &meta.ack_route } else { &meta.data_route };
+            let target = route[p.hop as usize];
+            self.ctx.pool.get_mut(idx).hop += 1;
+            let ctx = &mut self.ctx;
+            match &mut self.comps[target as usize] {
+                Comp::Link(l) => l.arrive(ctx, idx),
+                Comp::Pipe(pp) => pp.arrive(ctx, idx),
+                Comp::Enf(e) => e.arrive(ctx, idx),
+                Comp::Receiver(r) => {
+                    ctx.pool.release(idx);
+                    r.on_data(ctx, p.seq, p.len - HEADER);
+                }
+                Comp::Sink { bytes, window_bytes } => {
+                    ctx.pool.release(idx);
+                    let payload = p.len.saturating_sub(28) as u64;
+                    *bytes += payload;
+                    *window_bytes += payload;
+                }
+                Comp::Sender(s) => {
+                    ctx.pool.release(idx);
+                    s.on_ack(ctx, p.ack, p.sack);
+                }
+                Comp::Udp(_) => unreachable!("nothing is routed to a UDP source"),
+            }
+        }
+        self.ctx.out.clear();
+    }
+
+    /// Runs the scenario to its end (or until `stop`), measuring every window.
+    pub fn run(mut self, r: &Resolved, seed: u64, mut opts: RunOptions) -> std::io::Result<(Summary, Series)> {
+        let wall = std::time::Instant::now();
+        let end = r.scenario.duration.0;
+        let window = r.scenario.measure.window.0;
+        let warmup = r.scenario.measure.warmup.0;
+        let mut writers = match opts.out_dir {
+            Some(d) => {
+                std::fs::create_dir_all(d)?;
+                let mut f = BufWriter::new(std::fs::File::create(d.join("flows.csv"))?);
+                writeln!(f, "time_s,flow,aggregate,goodput_bps,cwnd_segments,srtt_ms")?;
+                let mut a = BufWriter::new(std::fs::File::create(d.join("aggregates.csv"))?);
+                writeln!(a, "time_s,aggregate,throughput_bps,normalized_throughput,arrivals,enforcer_drops,queue_drops,jain")?;
+                Some((f, a))
+            }
+            None => None,
+        };
+        let nflows = self.flows.len();
+        let naggs = self.agg_rates_bps.len();
+        let mut norm_samples: Vec<Vec<f64>> = vec![Vec::new(); naggs];
+        let mut jain_samples: Vec<Vec<f64>> = vec![Vec::new(); naggs];
+        let mut series = Series::default();
+        let mut prev = vec![AggCounters::default(); naggs];
+        let mut window_start = 0u64;
+        let mut interrupted = false;
+        loop {
+            let tick = (window_start + window).min(end);
+            while let Some(target) = self.ctx.ev.pop_until(tick) {
+                self.handle(target);
+            }
+            self.ctx.ev.advance_to(tick);
+            let dt = (tick - window_start) as f64 * 1e-9;
+            let t_s = tick as f64 * 1e-9;
+            let mut agg_bytes = vec![0u64; naggs];
+            let mut agg_active: Vec<Vec<f64>> = vec![Vec::new(); naggs];
+            let mut gp_row = Vec::with_capacity(if opts.keep_series { nflows } else { 0 });
+            let mut cwnd_row = Vec::with_capacity(gp_row.capacity());
+            for (fid, m) in self.flows.iter().enumerate() {
+                let (cwnd, srtt_ms) = match &self.comps[m.sender as usize] {
+                    Comp::Sender(tx) => (tx.cwnd(), tx.srtt_ns() as f64 / 1e6),
+                    _ => (0, 0.0),
+                };
+                let (bytes, done_before) = match &mut self.comps[m.receiver as usize] {
+                    Comp::Receiver(rx) => {
+                        (std::mem::take(&mut rx.window_bytes), rx.completed_ns.is_some_and(|t| t <= window_start))
+                    }
+                    Comp::Sink { window_bytes, .. } => (std::mem::take(window_bytes), false),
+                    _ => unreachable!(),
+                };
+                let gp = bytes as f64 * 8.0 / dt;
+                let a = m.aggregate as usize;
+                agg_bytes[a] += bytes;
+                let started = m.start_ns < tick;
+                if bytes > 0 || (m.continuous && started && !done_before && m.start_ns <= window_start) {
+                    agg_active[a].push(gp);
+                }
+                if let Some((f, _)) = writers.as_mut() {
+                    writeln!(f, "{t_s:.3},{fid},{a},{gp:.0},{cwnd},{srtt_ms:.3}")?;
+                }
+                if opts.keep_series {
+                    gp_row.push(gp);
+                    cwnd_row.push(cwnd);
+                }
+            }
+            let mut norm_row = Vec::new();
+            for a in 0..naggs {
+                let thr = agg_bytes[a] as f64 * 8.0 / dt;
+                let norm = thr / self.agg_rates_bps[a];
+                let j = summary::jain(&agg_active[a]);
+                let c = self.ctx.aggs[a];
+                let p = prev[a];
+                if let Some((_, w)) = writers.as_mut() {
+                    writeln!(
+                        w,
+                        "{t_s:.3},{a},{thr:.0},{norm:.4},{},{},{},{}",
+                        c.arrivals - p.arrivals,
+                        c.enforcer_drops - p.enforcer_drops,
+                        c.queue_drops - p.queue_drops,
+                        j.map_or(String::new(), |j| format!("{j:.4}"))
+                    )?;
+                }
+                prev[a] = c;
+                if window_start >= warmup {
+                    if norm > 0.0 {
+                        norm_samples[a].push(norm);
+                    }
+                    if let Some(j) = j {
+                        jain_samples[a].push(j);
+                    }
+                }
+                norm_row.push(norm);
+            }
+            if opts.keep_series {
+                series.goodput_bps.push(gp_row);
+                series.cwnd.push(cwnd_row);
+                series.normalized.push(norm_row);
+            }
+            if let Some((f, a)) = writers.as_mut() {
+                f.flush()?;
+                a.flush()?;
+            }
+            if let Some(p) = opts.progress.as_mut() {
+                p(tick as f64 / end as f64);
+            }
+            window_start = tick;
+            if tick >= end {
+                break;
+            }
+            if opts.stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+                interrupted = true;
+                break;
+            }
+        }
+        let sim_end = window_start;
+        let wall_s = wall.elapsed().as_secs_f64();
+        let events = self.ctx.ev.executed();
+        let flows = self
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(id, m)| {
+                let (bytes, fct, retx, rto) = match (&self.comps[m.receiver as usize], &self.comps[m.sender as usize]) {
+                    (Comp::Receiver(rx), Comp::Sender(tx)) => (
+                        rx.delivered_bytes,
+                        rx.completed_ns.map(|t| (t - m.start_ns) as f64 * 1e-9),
+                        tx.stats.retransmits,
+                        tx.stats.timeouts,
+                    ),
+                    (Comp::Sink { bytes, .. }, _) => (*bytes, None, 0, 0),
+                    _ => unreachable!(),
+                };
+                let active_end = fct.map_or(sim_end, |f| m.start_ns + (f * 1e9) as u64);
+                let active = active_end.saturating_sub(m.start_ns) as f64 * 1e-9;
+                FlowSummary {
+                    id: id as u32,
+                    aggregate: m.aggregate,
+                    cc: m.cc.map_or("udp", |c| c.as_str()).to_string(),
+                    rtt_ms: m.rtt_ms,
+                    mean_goodput_bps: if active > 0.0 { bytes as f64 * 8.0 / active } else { 0.0 },
+                    fct_s: fct,
+                    completed: m.finite.then_some(fct.is_some()),
+                    delivered_bytes: bytes,
+                    retransmits: retx,
+                    timeouts: rto,
+                }
+            })
+            .collect();
+        let aggregates = (0..naggs)
+            .map(|a| {
+                let c = self.ctx.aggs[a];
+                AggSummary::new(a as u32, self.agg_rates_bps[a], self.agg_kinds[a], &mut norm_samples[a], &jain_samples[a], c)
+            })
+            .collect();
+        let summary = Summary {
+            name: r.scenario.name.clone(),
+            seed,
+            duration_s: end as f64 * 1e-9,
+            simulated_s: sim_end as f64 * 1e-9,
+            interrupted,
+            flows,
+            aggregates,
+            engine: EngineSummary {
+                events,
+                wall_seconds: wall_s,
+                events_per_second: if wall_s > 0.0 { events as f64 / wall_s } else { 0.0 },
+            },
+        };
+        if let Some(d) = opts.out_dir {
+            summary::write(&summary, &d.join("summary.json"))?;
+        }
+        Ok((summary, series))
+    }
+}
