@@ -149,8 +149,15 @@ pub struct FairPolicerStats {
     pub residue_clears: u64,
 }
 
+/// The FairPolicer. Its state lives behind one pointer: it carries a heap sketch anyway, and
+/// this keeps `AnyPolicer` (sized by its largest variant) small for every other policer.
 #[derive(Debug, Clone)]
 pub struct FairPolicer {
+    st: Box<State>,
+}
+
+#[derive(Debug, Clone)]
+struct State {
     rate: Rate,
     bucket: u64,
     unit: u64,
@@ -168,7 +175,52 @@ pub struct FairPolicer {
 
 impl FairPolicer {
     pub fn new(cfg: &FairPolicerConfig) -> Self {
-        FairPolicer {
+        FairPolicer { st: Box::new(State::new(cfg)) }
+    }
+
+    /// Available tokens k = B − Σ o_i (bytes) as of the last arrival; also the threshold T.
+    pub fn tokens(&self) -> u64 {
+        self.st.bucket - self.st.occupied
+    }
+
+    /// Σ o_i in bytes.
+    pub fn occupied(&self) -> u64 {
+        self.st.occupied
+    }
+
+    /// The sketch's estimate of a flow's occupied tokens.
+    pub fn estimate(&self, flow: u64) -> u32 {
+        self.st.sketch.estimate(flow)
+    }
+
+    /// Flows waiting for tokens.
+    pub fn active_len(&self) -> usize {
+        self.st.active.len()
+    }
+
+    pub fn sketch(&self) -> &CountMin {
+        &self.st.sketch
+    }
+
+    pub fn stats(&self) -> &FairPolicerStats {
+        &self.st.stats
+    }
+
+    /// Heap bytes held: the state, the sketch, and the active list and its index at their
+    /// capacity.
+    pub fn heap_bytes(&self) -> usize {
+        let st = &self.st;
+        std::mem::size_of::<State>()
+            + st.sketch.heap_bytes()
+            + st.weights.len() * 4
+            + st.active.capacity() * std::mem::size_of::<ActiveFlow>()
+            + st.listed.capacity() * (std::mem::size_of::<u64>() + 1)
+    }
+}
+
+impl State {
+    fn new(cfg: &FairPolicerConfig) -> Self {
+        State {
             rate: cfg.rate,
             bucket: cfg.bucket.0.min(u32::MAX as u64),
             unit: cfg.token_unit.0.max(1),
@@ -221,44 +273,6 @@ impl FairPolicer {
         }
     }
 
-    /// Available tokens k = B − Σ o_i (bytes) as of the last arrival; also the threshold T.
-    pub fn tokens(&self) -> u64 {
-        self.bucket - self.occupied
-    }
-
-    /// Σ o_i in bytes.
-    pub fn occupied(&self) -> u64 {
-        self.occupied
-    }
-
-    /// The sketch's estimate of a flow's occupied tokens.
-    pub fn estimate(&self, flow: u64) -> u32 {
-        self.sketch.estimate(flow)
-    }
-
-    /// Flows waiting for tokens.
-    pub fn active_len(&self) -> usize {
-        self.active.len()
-    }
-
-    pub fn sketch(&self) -> &CountMin {
-        &self.sketch
-    }
-
-    pub fn stats(&self) -> &FairPolicerStats {
-        &self.stats
-    }
-
-    /// Heap bytes held: the sketch plus the active list and its index at their capacity.
-    pub fn heap_bytes(&self) -> usize {
-        self.sketch.heap_bytes()
-            + self.weights.len() * 4
-            + self.active.capacity() * std::mem::size_of::<ActiveFlow>()
-            + self.listed.capacity() * (std::mem::size_of::<u64>() + 1)
-    }
-}
-
-impl Policer for FairPolicer {
     fn on_arrival(&mut self, now: Instant, pkt: &Packet) -> Verdict {
         self.allocate(now);
         let len = pkt.len as u64;
@@ -280,5 +294,12 @@ impl Policer for FairPolicer {
         };
         self.stats.policer.count(verdict, pkt.len);
         verdict
+    }
+}
+
+impl Policer for FairPolicer {
+    #[inline]
+    fn on_arrival(&mut self, now: Instant, pkt: &Packet) -> Verdict {
+        self.st.on_arrival(now, pkt)
     }
 }

@@ -29,6 +29,7 @@ pub mod token_bucket;
 pub mod trtcm;
 pub mod utema;
 pub mod colour;
+pub mod aggregates;
 pub mod fast_hash;
 pub mod count_min;
 pub mod sizing;

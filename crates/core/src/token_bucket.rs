@@ -135,7 +135,7 @@ pub(crate) fn advance(last: &mut Instant, now: Instant) -> crate::Duration {
     dt
 }
 
-/// Counters kept by every bufferless policer in this family.
+/// Pass and drop counters of a policer (kept per aggregate by `Aggregates`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PolicerStats {
     pub passed_packets: u64,
@@ -157,13 +157,13 @@ impl PolicerStats {
     }
 }
 
-/// The token-bucket policer (algorithms.md §1).
+/// The token-bucket policer (algorithms.md §1). 32 bytes and no counters of its own, so that
+/// millions fit in `Aggregates`, which counts passes and drops per aggregate.
 #[derive(Debug, Clone)]
 pub struct TokenBucket {
     rate: Rate,
     bucket: Bucket,
     last: Instant,
-    stats: PolicerStats,
 }
 
 impl TokenBucket {
@@ -174,7 +174,6 @@ impl TokenBucket {
             rate: cfg.rate,
             bucket: Bucket::new(cfg.burst.0, initial),
             last: Instant::ZERO,
-            stats: PolicerStats::default(),
         }
     }
 
@@ -201,10 +200,6 @@ impl TokenBucket {
     pub fn tokens_nanobytes(&self) -> u64 {
         self.bucket.tokens_nanobytes()
     }
-
-    pub fn stats(&self) -> &PolicerStats {
-        &self.stats
-    }
 }
 
 impl Policer for TokenBucket {
@@ -212,14 +207,12 @@ impl Policer for TokenBucket {
     fn on_arrival(&mut self, now: Instant, pkt: &Packet) -> Verdict {
         self.refill(now);
         let len = pkt.len as u64;
-        let verdict = if self.bucket.has(len) {
+        if self.bucket.has(len) {
             self.bucket.take(len);
             Verdict::Pass
         } else {
             Verdict::Drop(DropReason::Overlimit)
-        };
-        self.stats.count(verdict, pkt.len);
-        verdict
+        }
     }
 }
 
