@@ -1,0 +1,130 @@
+//! Validation scenarios (scenarios/validate/) against the papers' claims, with tolerances a
+//! wrong model fails. Every run is seeded; durations are the scenario files' own (each run
+//! takes well under a second of CPU except where noted).
+
+use ratekit_sim::{RunOptions, Summary};
+use std::path::PathBuf;
+
+fn scenario(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/validate").join(name)
+}
+
+fn run_text(text: &str, name: &str, keep_series: bool) -> (Summary, ratekit_sim::Series) {
+    let r = ratekit_sim::parse(text, name).unwrap_or_else(|e| panic!("{e}"));
+    ratekit_sim::run(&r, None, RunOptions { keep_series, ..RunOptions::default() }).expect("run")
+}
+
+fn run(name: &str) -> Summary {
+    let text = std::fs::read_to_string(scenario(name)).unwrap();
+    run_text(&text, name, false).0
+}
+
+fn goodput_share(s: &Summary, cc: &str) -> f64 {
+    let total: f64 = s.flows.iter().map(|f| f.mean_goodput_bps).sum();
+    s.flows.iter().filter(|f| f.cc == cc).map(|f| f.mean_goodput_bps).sum::<f64>() / total
+}
+
+#[test]
+fn token_bucket_policer_lets_bbr_starve_cubic() {
+    // 001 Fig. 2: BBR takes ≈ 90 % of a 10 Mbit/s, 50 KB policer against one CUBIC flow.
+    let s = run("policer-bbr-vs-cubic.toml");
+    let bbr = goodput_share(&s, "bbr");
+    assert!((0.80..0.995).contains(&bbr), "BBR share {bbr:.3}, expected ≈ 0.9");
+    let a = &s.aggregates[0];
+    assert!(a.mean_jain < 0.75, "Jain {:.3} should show the unfairness", a.mean_jain);
+    assert!((0.9..1.0).contains(&a.mean_normalized_throughput), "{a:?}");
+}
+
+#[test]
+fn fair_policer_shares_fairly_between_bbr_and_cubic() {
+    let s = run("fairpolicer-bbr-vs-cubic.toml");
+    let a = &s.aggregates[0];
+    assert!(a.mean_jain >= 0.95, "Jain {:.3}", a.mean_jain);
+    let bbr = goodput_share(&s, "bbr");
+    assert!((0.4..0.6).contains(&bbr), "BBR share {bbr:.3}");
+    assert!(a.mean_normalized_throughput > 0.9, "{a:?}");
+}
+
+#[test]
+fn bcpqp_shares_fairly_between_bbr_and_cubic() {
+    let s = run("bcpqp-bbr-vs-cubic.toml");
+    let a = &s.aggregates[0];
+    assert!(a.mean_jain >= 0.95, "Jain {:.3}", a.mean_jain);
+    let bbr = goodput_share(&s, "bbr");
+    assert!((0.4..0.6).contains(&bbr), "BBR share {bbr:.3}");
+    assert!(a.mean_normalized_throughput > 0.9, "{a:?}");
+}
+
+#[test]
+fn reno_needs_a_bdp_squared_phantom_queue() {
+    // 000 Fig. 4c: with B = 130 KB the queue empties and Reno stays below r; 1000 KB reaches r
+    // (goodput excludes headers, so "r" is 1448/1500 ≈ 0.965 of it).
+    let small = run("pqp-reno-130kb.toml").aggregates[0].mean_normalized_throughput;
+    let large = run("pqp-reno-1000kb.toml").aggregates[0].mean_normalized_throughput;
+    assert!(small < 0.88, "130 KB: {small:.3} should under-enforce");
+    assert!(large > 0.93, "1000 KB: {large:.3} should reach r");
+}
+
+#[test]
+fn reno_under_random_loss_follows_mathis() {
+    // Goodput = (MSS/RTT)·√(3/(2p)); checked at two loss rates so the √p scaling is tested too.
+    let text = std::fs::read_to_string(scenario("reno-mathis.toml")).unwrap();
+    let mut ratios = Vec::new();
+    for p in [0.01f64, 0.0025] {
+        let t = text.replace("loss = 0.01", &format!("loss = {p}"));
+        let s = run_text(&t, "reno-mathis.toml", false).0;
+        let mathis = 1448.0 * 8.0 / 0.1 * (1.5 / p).sqrt();
+        let ratio = s.flows[0].mean_goodput_bps / mathis;
+        assert!((0.85..1.25).contains(&ratio), "p = {p}: goodput / Mathis = {ratio:.3}");
+        ratios.push(ratio);
+    }
+    assert!((ratios[0] / ratios[1] - 1.0).abs() < 0.2, "√p scaling off: {ratios:?}");
+}
+
+#[test]
+fn cubic_window_follows_rfc9438() {
+    let text = std::fs::read_to_string(scenario("cubic-window.toml")).unwrap();
+    let (_, series) = run_text(&text, "cubic-window.toml", true);
+    let cwnd: Vec<f64> = series.cwnd.iter().map(|w| w[0] as f64).collect();
+    let dt = 0.1;
+    // A multiplicative decrease spreads over one RTT under PRR: its first sample is the first
+    // one below 0.95 × its predecessor.
+    let cuts: Vec<usize> = (1..cwnd.len()).filter(|&i| cwnd[i] < 0.95 * cwnd[i - 1] && cwnd[i - 1] >= cwnd[i - 2.min(i)]).collect();
+    assert!(cuts.len() >= 4, "expected several loss epochs, got {cuts:?}");
+    let (c, beta) = (0.4, 0.7);
+    let mut checked = 0;
+    let mut last_max = 0.0;
+    for (n, &i) in cuts.iter().enumerate() {
+        let w_loss = cwnd[i - 1];
+        let after = cwnd[i..(i + 5).min(cwnd.len())].iter().cloned().fold(f64::MAX, f64::min);
+        assert!((after / w_loss - beta).abs() < 0.03, "cut to {after} from {w_loss}: not β = 0.7");
+        // RFC 9438 §4.7 fast convergence: a loss below the previous W_max lowers the plateau.
+        let w_max = if w_loss < last_max { w_loss * (1.0 + beta) / 2.0 } else { w_loss };
+        last_max = w_max;
+        let k = ((w_max - after) / c).cbrt();
+        let Some(&next) = cuts.get(n + 1) else { break };
+        if n == 0 {
+            continue; // the epoch after slow start is where HyStart and RTT inflation mix in
+        }
+        for j in (i + 10)..(next - 1) {
+            let t = (j - i) as f64 * dt;
+            let predicted = c * (t - k).powi(3) + w_max;
+            let err = (cwnd[j] - predicted).abs() / w_max;
+            assert!(err < 0.04, "t = {t:.1} s after the cut: cwnd {} vs RFC 9438 {predicted:.0} (W_max {w_max}, K {k:.2} s)", cwnd[j]);
+            checked += 1;
+        }
+    }
+    assert!(checked > 50, "too few samples checked: {checked}");
+}
+
+#[test]
+fn runs_are_deterministic_per_seed() {
+    let text = std::fs::read_to_string(scenario("policer-bbr-vs-cubic.toml")).unwrap().replace("60s", "5s").replace("warmup = \"5s\"", "warmup = \"1s\"");
+    let r = ratekit_sim::parse(&text, "x").unwrap();
+    let a = ratekit_sim::run(&r, Some(7), RunOptions::default()).unwrap().0;
+    let b = ratekit_sim::run(&r, Some(7), RunOptions::default()).unwrap().0;
+    let c = ratekit_sim::run(&r, Some(8), RunOptions::default()).unwrap().0;
+    let key = |s: &Summary| (s.engine.events, s.flows.iter().map(|f| f.delivered_bytes).collect::<Vec<_>>());
+    assert_eq!(key(&a), key(&b));
+    assert_ne!(key(&a), key(&c), "the seed must matter (BBR's gain-cycle phase is random)");
+}
