@@ -18,10 +18,12 @@ use ratekit_core::sizing::{self, EvaluationSizes, DEFAULT_MSS};
 use ratekit_core::bcpqp::BcPqp;
 use ratekit_core::fair_policer::FairPolicer;
 use ratekit_core::pqp::Pqp;
+use ratekit_core::shaper::ShaperConfig;
+use ratekit_core::shaper_set::ShaperSet;
 use ratekit_core::srtcm::SrTcm;
 use ratekit_core::token_bucket::TokenBucket;
 use ratekit_core::trtcm::TrTcm;
-use ratekit_core::{Duration, EnforcerConfig, Instant, Packet, Policer, Rate};
+use ratekit_core::{Duration, EnforcerConfig, Instant, Packet, Policer, QueueDiscipline, Rate};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::fmt::Write as _;
@@ -91,6 +93,17 @@ fn contenders() -> Vec<Contender> {
     ]
 }
 
+/// The shaper baseline of 000 §6.1: 16 queues of one BDP each, DRR (fair), flow hashing.
+fn shaper_config() -> anyhow::Result<ShaperConfig> {
+    let rate = Rate::from_bits_per_sec(10_000_000);
+    let sizes = EvaluationSizes::paper(rate, Duration::from_millis(100), DEFAULT_MSS);
+    let toml = format!("kind = \"shaper\"\nrate = \"{rate}\"\nqueues = {QUEUES}\nqueue_size = {}\npolicy = \"fair\"\n", sizes.shaper_queue);
+    match EnforcerConfig::from_toml(&toml)? {
+        EnforcerConfig::Shaper(c) => Ok(c),
+        _ => unreachable!("kind is shaper"),
+    }
+}
+
 /// Arrival times and packets for `aggregates` aggregates of `rate` each.
 fn arrivals(seed: u64, aggregates: u32, packets: usize, rate: Rate) -> Vec<(Instant, Packet)> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ aggregates as u64);
@@ -149,18 +162,42 @@ static ALLOCATOR: CountingAlloc = CountingAlloc;
 struct Bench<'a> {
     n: u32,
     arr: &'a [(Instant, Packet)],
+    /// Untimed passes over `arr` before the timed one, each later in time by the array's span,
+    /// so the timed pass sees state in use (buckets drained, queues occupied) rather than the
+    /// start-up transient.
+    warmup_laps: u64,
+}
+
+/// Time between the start of one lap over `arr` and the next: the array's span plus one gap.
+fn lap_ns(arr: &[(Instant, Packet)]) -> u64 {
+    match arr {
+        [first, .., last] => {
+            let span = last.0 .0 - first.0 .0;
+            span + span / (arr.len() as u64 - 1)
+        }
+        _ => 1,
+    }
 }
 
 impl Bench<'_> {
     /// (ns per packet, passed fraction).
     fn time<P: Policer>(&self, make: impl Fn() -> P) -> (f64, f64) {
         let mut ps: Vec<P> = (0..self.n).map(|_| make()).collect();
-        let mut passed = 0u64;
-        let start = std::time::Instant::now();
-        for (t, pkt) in self.arr {
-            // Bounds-checked indexing is part of the measured cost, as it would be in a data plane.
-            passed += ps[pkt.aggregate as usize].on_arrival(*t, black_box(pkt)).is_pass() as u64;
+        let lap = lap_ns(self.arr);
+        let mut run = |offset: u64| {
+            let mut passed = 0u64;
+            for (t, pkt) in self.arr {
+                // Bounds-checked indexing is part of the measured cost, as in a data plane.
+                let now = Instant(t.0 + offset);
+                passed += ps[pkt.aggregate as usize].on_arrival(now, black_box(pkt)).is_pass() as u64;
+            }
+            passed
+        };
+        for l in 0..self.warmup_laps {
+            black_box(run(l * lap));
         }
+        let start = std::time::Instant::now();
+        let passed = run(self.warmup_laps * lap);
         let ns = start.elapsed().as_nanos() as f64 / self.arr.len() as f64;
         black_box(&ps);
         (ns, passed as f64 / self.arr.len() as f64)
@@ -191,6 +228,67 @@ macro_rules! with_policer {
     };
 }
 
+/// The 16-queue DRR shaper of every aggregate on one timing wheel (`ShaperSet`), driven as a
+/// data plane would: each batch of arrivals is enqueued, then everything due by the batch's last
+/// arrival is dequeued. Enqueue and dequeue are timed separately, per batch, so the clock is
+/// read once per `BATCH` packets.
+fn time_shaper(cfg: &ShaperConfig, arr: &[(Instant, Packet)], warmup_laps: u64) -> anyhow::Result<ShaperCell> {
+    const BATCH: usize = 32;
+    let mut set = ShaperSet::new(cfg)?;
+    let mut drops = Vec::with_capacity(BATCH);
+    let lap = lap_ns(arr);
+    for l in 0..warmup_laps {
+        for batch in arr.chunks(BATCH) {
+            for (t, pkt) in batch {
+                set.enqueue(Instant(t.0 + l * lap), *pkt, &mut drops);
+            }
+            let now = Instant(batch[batch.len() - 1].0 .0 + l * lap);
+            while set.dequeue(now, &mut drops).is_some() {}
+            drops.clear();
+        }
+    }
+    let offset = warmup_laps * lap;
+    let (mut enq, mut deq) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
+    let (mut sent, mut dropped) = (0u64, 0u64);
+    for batch in arr.chunks(BATCH) {
+        let t0 = std::time::Instant::now();
+        for (t, pkt) in batch {
+            set.enqueue(Instant(t.0 + offset), *black_box(pkt), &mut drops);
+        }
+        let t1 = std::time::Instant::now();
+        let now = Instant(batch[batch.len() - 1].0 .0 + offset);
+        while let Some(p) = set.dequeue(now, &mut drops) {
+            black_box(p);
+            sent += 1;
+        }
+        let t2 = std::time::Instant::now();
+        enq += t1 - t0;
+        deq += t2 - t1;
+        dropped += drops.len() as u64;
+        drops.clear();
+    }
+    black_box(&set);
+    Ok(ShaperCell {
+        enqueue_ns: enq.as_nanos() as f64 / arr.len() as f64,
+        dequeue_ns: deq.as_nanos() as f64 / sent.max(1) as f64,
+        per_arrival_ns: (enq + deq).as_nanos() as f64 / arr.len() as f64,
+        sent: sent as f64 / arr.len() as f64,
+        dropped: dropped as f64 / arr.len() as f64,
+    })
+}
+
+#[derive(Clone, Copy)]
+struct ShaperCell {
+    /// Per enqueue call (every arrival, including those dropped on a full queue).
+    enqueue_ns: f64,
+    /// Dequeue time per packet sent (unproductive calls included).
+    dequeue_ns: f64,
+    /// Enqueue + dequeue time over arrivals: comparable with a policer's ns per packet.
+    per_arrival_ns: f64,
+    sent: f64,
+    dropped: f64,
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -204,15 +302,17 @@ enum Cell {
 
 struct Plan {
     aggregates: Vec<u32>,
+    shaper_aggregates: Vec<u32>,
     packets: usize,
     reps: usize,
+    warmup_laps: u64,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let plan = if args.quick {
-        Plan { aggregates: vec![1, 10_000], packets: 200_000, reps: 3 }
+        Plan { aggregates: vec![1, 10_000], shaper_aggregates: vec![1, 10_000], packets: 200_000, reps: 3, warmup_laps: 1 }
     } else {
-        Plan { aggregates: vec![1, 10_000, 1_000_000], packets: 10_000_000, reps: 5 }
+        Plan { aggregates: vec![1, 10_000, 1_000_000], shaper_aggregates: vec![1, 10_000], packets: 10_000_000, reps: 5, warmup_laps: 2 }
     };
     let contenders = contenders();
     let configs: Vec<EnforcerConfig> = contenders
@@ -221,18 +321,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .collect::<anyhow::Result<_>>()?;
 
     // Memory per aggregate, from building 10k of each.
-    let sizing_bench = Bench { n: 10_000, arr: &[] };
+    let sizing_bench = Bench { n: 10_000, arr: &[], warmup_laps: 0 };
     let per_aggregate: Vec<u64> =
         configs.iter().map(|cfg| with_policer!(cfg, sizing_bench, bytes_each)).collect::<anyhow::Result<_>>()?;
 
-    let total_steps = (plan.aggregates.len() * plan.reps * configs.len()) as u64;
+    let shaper_cfg = shaper_config()?;
+    let total_steps = (plan.aggregates.len() * plan.reps * (configs.len() + 1)) as u64;
     let progress = indicatif::ProgressBar::with_draw_target(Some(total_steps), indicatif::ProgressDrawTarget::stderr());
     let rate = Rate::from_bits_per_sec(10_000_000);
     let mut cells: Vec<Vec<Cell>> = Vec::new();
+    let mut shaper_cells: Vec<(u32, ShaperCell)> = Vec::new();
     for &n in &plan.aggregates {
         let arr = arrivals(args.seed, n, plan.packets, rate);
         let mut samples: Vec<Vec<(f64, f64)>> = vec![Vec::new(); configs.len()];
         let mut skipped: Vec<Option<String>> = vec![None; configs.len()];
+        let mut shaper_samples: Vec<ShaperCell> = Vec::new();
         for (i, per) in per_aggregate.iter().enumerate() {
             let need = per * n as u64;
             if need > MEMORY_BUDGET_BYTES {
@@ -244,11 +347,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             for (i, cfg) in configs.iter().enumerate() {
                 progress.set_message(format!("{} × {n}", contenders[i].name));
                 if skipped[i].is_none() {
-                    let bench = Bench { n, arr: &arr };
+                    let bench = Bench { n, arr: &arr, warmup_laps: plan.warmup_laps };
                     samples[i].push(with_policer!(cfg, bench, time)?);
                 }
                 progress.inc(1);
             }
+            if plan.shaper_aggregates.contains(&n) {
+                shaper_samples.push(time_shaper(&shaper_cfg, &arr, plan.warmup_laps)?);
+            }
+            progress.inc(1);
+        }
+        if !shaper_samples.is_empty() {
+            let m = |f: fn(&ShaperCell) -> f64| median(shaper_samples.iter().map(f).collect());
+            shaper_cells.push((
+                n,
+                ShaperCell {
+                    enqueue_ns: m(|c| c.enqueue_ns),
+                    dequeue_ns: m(|c| c.dequeue_ns),
+                    per_arrival_ns: m(|c| c.per_arrival_ns),
+                    sent: shaper_samples[0].sent,
+                    dropped: shaper_samples[0].dropped,
+                },
+            ));
         }
         cells.push(
             samples
@@ -266,7 +386,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     progress.finish_and_clear();
 
-    let table = render(&args, &plan, &contenders, &per_aggregate, &cells);
+    let mut table = render(&args, &plan, &contenders, &per_aggregate, &cells);
+    render_shaper(&mut table, &plan, &contenders, &cells, &shaper_cells);
     print!("{table}");
     if let Some(out) = &args.out {
         write_atomic(out, table.as_bytes())?;
@@ -297,21 +418,22 @@ fn render(args: &Args, plan: &Plan, contenders: &[Contender], per_aggregate: &[u
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let _ = writeln!(
         s,
-        "Command: `ratekit bench{}{}` (seed {}; {} packets per cell, median of {} repetitions)  ",
+        "Command: `ratekit bench{}{}` (seed {}; {} packets per cell timed after {} untimed warm-up pass(es) over them; median of {} repetitions)  ",
         if args.quick { " --quick" } else { "" },
         args.out.as_ref().map(|o| format!(" --out {}", o.display())).unwrap_or_default(),
         args.seed,
         plan.packets,
+        plan.warmup_laps,
         plan.reps
     );
     let _ = writeln!(s, "Machine: {}; date: {} (Unix time {secs})  ", machine(), civil_date(secs));
     let _ = writeln!(s, "Policers: 10 Mbit/s per aggregate, 16 queues, offered at {OVERLOAD}× the rate; ns per packet (× the token bucket's).\n");
     let _ = write!(s, "| enforcer | state / aggregate |");
     for &n in &plan.aggregates {
-        let _ = write!(s, " {} aggregate{} |", fmt_count(n), if n == 1 { "" } else { "s" });
+        let _ = write!(s, " {} aggregate{} | passed |", fmt_count(n), if n == 1 { "" } else { "s" });
     }
-    let _ = writeln!(s, " passed |");
-    let _ = writeln!(s, "|---|---:|{}---:|", "---:|".repeat(plan.aggregates.len()));
+    let _ = writeln!(s);
+    let _ = writeln!(s, "|---|---:|{}", "---:|---:|".repeat(plan.aggregates.len()));
     for (i, c) in contenders.iter().enumerate() {
         let _ = write!(s, "| {} | {} B |", c.name, per_aggregate[i]);
         for row in cells {
@@ -320,22 +442,50 @@ fn render(args: &Args, plan: &Plan, contenders: &[Contender], per_aggregate: &[u
                 Cell::Skipped(_) => None,
             };
             match &row[i] {
-                Cell::Measured { ns, .. } => {
+                Cell::Measured { ns, passed } => {
                     let ratio = base.map(|b| format!(" ({:.2}×)", ns / b)).unwrap_or_default();
-                    let _ = write!(s, " {ns:.1}{ratio} |");
+                    let _ = write!(s, " {ns:.1}{ratio} | {:.0}% |", 100.0 * passed);
                 }
                 Cell::Skipped(why) => {
-                    let _ = write!(s, " skipped: {why} |");
+                    let _ = write!(s, " skipped: {why} | - |");
                 }
             }
         }
-        let passed = cells.iter().find_map(|row| match &row[i] {
-            Cell::Measured { passed, .. } => Some(*passed),
-            Cell::Skipped(_) => None,
-        });
-        let _ = writeln!(s, " {} |", passed.map(|p| format!("{:.0}%", 100.0 * p)).unwrap_or_else(|| "-".into()));
+        let _ = writeln!(s);
     }
     s
+}
+
+/// The shaper's table, with its cost against BC-PQP (fair) at the same aggregate count.
+fn render_shaper(s: &mut String, plan: &Plan, contenders: &[Contender], cells: &[Vec<Cell>], shaper: &[(u32, ShaperCell)]) {
+    let bcpqp = contenders.iter().position(|c| c.name == "bcpqp_fair");
+    let _ = writeln!(
+        s,
+        "\nShaper: 16-queue DRR per aggregate, all aggregates on one hashed timing wheel (ShaperSet), same arrivals; \
+         enqueue ns per arrival, dequeue ns per packet sent, total (enqueue + dequeue) ns per arrival.\n"
+    );
+    let _ = writeln!(s, "| aggregates | enqueue | dequeue | total per arrival | × bcpqp_fair | sent | dropped |");
+    let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|");
+    for (n, c) in shaper {
+        let col = plan.aggregates.iter().position(|a| a == n);
+        let ratio = match (col, bcpqp) {
+            (Some(col), Some(b)) => match &cells[col][b] {
+                Cell::Measured { ns, .. } => format!("{:.2}×", c.per_arrival_ns / ns),
+                Cell::Skipped(_) => "-".into(),
+            },
+            _ => "-".into(),
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {:.1} | {:.1} | {:.1} | {ratio} | {:.0}% | {:.0}% |",
+            fmt_count(*n),
+            c.enqueue_ns,
+            c.dequeue_ns,
+            c.per_arrival_ns,
+            100.0 * c.sent,
+            100.0 * c.dropped
+        );
+    }
 }
 
 /// YYYY-MM-DD for Unix seconds (UTC), without a date-time dependency (Howard Hinnant's

@@ -16,23 +16,36 @@ fn quick_bench_writes_a_sane_table() {
     assert!(table.contains("Command: `ratekit bench --quick"), "{table}");
     assert!(table.contains("Machine: "), "{table}");
     let header = table.lines().find(|l| l.starts_with("| enforcer")).expect("table header");
-    assert!(header.contains("| 1 aggregate |") && header.contains("| 10k aggregates |"), "{header}");
+    assert!(header.contains("| 1 aggregate | passed |") && header.contains("| 10k aggregates | passed |"), "{header}");
     for name in ["token_bucket", "pqp_fair", "bcpqp_fair", "bcpqp_weighted", "bcpqp_nested", "fair_policer"] {
         let row = table
             .lines()
             .find(|l| l.starts_with(&format!("| {name} |")))
             .unwrap_or_else(|| panic!("no row for {name}: {table}"));
         let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
-        assert_eq!(cells.len(), 5, "{row}");
-        for cell in &cells[2..4] {
+        assert_eq!(cells.len(), 6, "{row}");
+        for cell in [cells[2], cells[4]] {
             let ns: f64 = cell.split_whitespace().next().unwrap().parse().unwrap_or_else(|_| panic!("{row}"));
             assert!(ns > 0.0 && ns < 1e6, "{row}");
             assert!(cell.contains('×'), "ratio missing: {row}");
         }
-        // Offered at twice the rate: a policer passes roughly half.
-        let passed: f64 = cells[4].trim_end_matches('%').parse().unwrap();
+        // Offered at twice the rate: with one aggregate a policer passes roughly half.
+        let passed: f64 = cells[3].trim_end_matches('%').parse().unwrap();
         assert!((35.0..=75.0).contains(&passed), "{row}");
     }
     let base = table.lines().find(|l| l.starts_with("| token_bucket |")).unwrap();
     assert!(base.contains("(1.00×)"), "{base}");
+    // The shaper's table: enqueue and dequeue costs at 1 and 10k aggregates.
+    for n in ["1", "10k"] {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&format!("| {n} |")))
+            .unwrap_or_else(|| panic!("no shaper row for {n}: {table}"));
+        let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+        assert_eq!(cells.len(), 7, "{row}");
+        for c in &cells[1..4] {
+            assert!(c.parse::<f64>().unwrap() > 0.0, "{row}");
+        }
+        assert!(cells[4].ends_with('×'), "{row}");
+    }
 }
