@@ -9,6 +9,7 @@ mod detect;
 mod detect_clusters;
 mod middlebox;
 mod replay;
+mod reproduce;
 mod sim;
 mod summary;
 mod tc;
@@ -39,6 +40,8 @@ enum Command {
     Middlebox(middlebox::Args),
     /// Run a scenario with real Linux TCP between network namespaces.
     Testbed(testbed::Args),
+    /// Re-run the papers' evaluations and write a report comparing every claim.
+    Reproduce(reproduce::Args),
 }
 
 fn main() {
@@ -52,6 +55,7 @@ fn main() {
         Command::Tc(a) => tc::run(a),
         Command::Middlebox(a) => middlebox::run(a),
         Command::Testbed(a) => testbed::run(a),
+        Command::Reproduce(a) => reproduce::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");
