@@ -222,6 +222,7 @@ fn count_min_never_underestimates_and_meets_the_error_bound() {
         assert_eq!(sk.row_sum(0), n);
     }
     let frac = over_bound as f64 / total_keys as f64;
+    eprintln!("{over_bound} of {total_keys} estimates beyond e/w·N (δ = {delta:.3})");
     assert!(frac <= delta, "{frac} of estimates beyond ε·N, δ = {delta}");
 }
 
@@ -242,6 +243,7 @@ fn count_min_rows_hash_independently() {
         errs as f64 / (20.0 * 128.0)
     };
     let (p1, p4) = (frac_with_error(1), frac_with_error(4));
+    eprintln!("P(error > 0): depth 1 {p1:.3}, depth 4 {p4:.4}");
     assert!(p1 > 0.2, "{p1}");
     assert!(p4 < 3.0 * p1.powi(4) + 0.01, "p1 = {p1}, p4 = {p4}");
 }
