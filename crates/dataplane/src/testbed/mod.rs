@@ -141,7 +141,8 @@ pub fn run(sc: &Resolved, out: &Path, progress: impl Fn(&str)) -> Result<summary
 
     let _pcap = if s.testbed.pcap {
         let mut cmd = snd.command("tcpdump");
-        cmd.args(["-i", "snd0", "-s", &s.testbed.pcap_snaplen.to_string(), "-w"]).arg(out.join("sender.pcap"));
+        // -Z root: dropping privileges would clear PR_SET_PDEATHSIG.
+        cmd.args(["-Z", "root", "-i", "snd0", "-s", &s.testbed.pcap_snaplen.to_string(), "-w"]).arg(out.join("sender.pcap"));
         Some(spawn_child(cmd, "tcpdump")?)
     } else {
         None
@@ -284,14 +285,12 @@ fn spawn_child(mut cmd: std::process::Command, what: &str) -> Result<Child, Test
 fn qdisc_counts(ns: &Netns, dev: &str) -> Result<EnforcerCounts, TestbedError> {
     let text = ns.exec(&["tc", "-s", "qdisc", "show", "dev", dev])?;
     let line = text.lines().find(|l| l.trim_start().starts_with("Sent ")).unwrap_or("");
-    let num_after = |key: &str| -> u64 {
-        let mut it = line.split(|c: char| c.is_whitespace() || c == ',' || c == '(' || c == ')').filter(|w| !w.is_empty());
-        let words: Vec<&str> = it.by_ref().collect();
-        words.windows(2).find(|w| w[1] == key || w[0] == key).map_or(0, |w| {
-            if w[1] == key { w[0].parse().unwrap_or(0) } else { w[1].parse().unwrap_or(0) }
-        })
-    };
-    let sent = num_after("pkt");
-    let dropped = num_after("dropped");
+    let words: Vec<&str> =
+        line.split(|c: char| c.is_whitespace() || c == ',' || c == '(' || c == ')').filter(|w| !w.is_empty()).collect();
+    // "Sent 1234 bytes 56 pkt (dropped 7, overlimits 8 requeues 0)"
+    let before = |key: &str| words.windows(2).find(|w| w[1] == key).and_then(|w| w[0].parse().ok()).unwrap_or(0u64);
+    let after = |key: &str| words.windows(2).find(|w| w[0] == key).and_then(|w| w[1].parse().ok()).unwrap_or(0u64);
+    let sent = before("pkt");
+    let dropped = after("dropped");
     Ok(EnforcerCounts { arrivals: sent + dropped, drops: dropped })
 }
