@@ -1,6 +1,11 @@
-//! The event list: a binary heap ordered by (time, sequence), integer nanoseconds, no globals
+//! The event list: events ordered by (time, sequence), integer nanoseconds, no globals
 //! (htsim's `EventList` with a deterministic tie-break: two events at the same instant fire in
 //! the order they were scheduled, so a run is a pure function of the scenario and the seed).
+//!
+//! Layout: a timing wheel of 2¹⁴ slots of 2¹² ns (a 67 ms horizon, which covers link
+//! transmissions and most propagation delays), a bitmap of non-empty slots, a small binary heap
+//! for the slot being executed (exact (time, seq) order inside a slot), and a binary heap for
+//! events beyond the horizon (RTO timers, long pipes), moved into the wheel as time reaches them.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -15,14 +20,40 @@ struct Key {
     target: ComponentId,
 }
 
+const SLOT_SHIFT: u32 = 12;
+const SLOTS: u64 = 1 << 14;
+const MASK: u64 = SLOTS - 1;
+const WORDS: usize = (SLOTS / 64) as usize;
+
 /// A priority queue of wake-ups. Components keep at most one pending wake-up each where they
-/// can (see `Wakeup`), so the heap stays as small as the number of busy components.
-#[derive(Default)]
+/// can (see `Wakeup`), so the queue stays as small as the number of busy components.
 pub struct EventList {
-    heap: BinaryHeap<Reverse<Key>>,
     now: u64,
     next_seq: u64,
     executed: u64,
+    /// Absolute slot (time >> SLOT_SHIFT) whose events are in `current`.
+    cur_slot: u64,
+    current: BinaryHeap<Reverse<Key>>,
+    wheel: Vec<Vec<Key>>,
+    occupied: [u64; WORDS],
+    in_wheel: usize,
+    overflow: BinaryHeap<Reverse<Key>>,
+}
+
+impl Default for EventList {
+    fn default() -> Self {
+        EventList {
+            now: 0,
+            next_seq: 0,
+            executed: 0,
+            cur_slot: 0,
+            current: BinaryHeap::new(),
+            wheel: (0..SLOTS).map(|_| Vec::new()).collect(),
+            occupied: [0; WORDS],
+            in_wheel: 0,
+            overflow: BinaryHeap::new(),
+        }
+    }
 }
 
 impl EventList {
@@ -38,21 +69,93 @@ impl EventList {
     /// component, not bad input, so it aborts the run.
     pub fn schedule(&mut self, time: u64, target: ComponentId) {
         assert!(time >= self.now, "event scheduled in the past: {time} < {}", self.now);
-        self.heap.push(Reverse(Key { time, seq: self.next_seq, target }));
+        let key = Key { time, seq: self.next_seq, target };
         self.next_seq += 1;
+        self.place(key);
+    }
+
+    #[inline]
+    fn place(&mut self, key: Key) {
+        let slot = key.time >> SLOT_SHIFT;
+        if slot <= self.cur_slot {
+            self.current.push(Reverse(key));
+        } else if slot < self.cur_slot + SLOTS {
+            let i = (slot & MASK) as usize;
+            self.wheel[i].push(key);
+            self.occupied[i / 64] |= 1 << (i % 64);
+            self.in_wheel += 1;
+        } else {
+            self.overflow.push(Reverse(key));
+        }
+    }
+
+    /// The next occupied wheel slot after `cur_slot` (absolute), if any.
+    fn next_occupied(&self) -> Option<u64> {
+        if self.in_wheel == 0 {
+            return None;
+        }
+        let start = (self.cur_slot + 1) & MASK;
+        let mut i = start as usize;
+        // At most WORDS + 1 words: the partial first word, the others, the wrapped remainder.
+        for _ in 0..=WORDS {
+            let w = i / 64;
+            let bits = self.occupied[w] & (!0u64 << (i % 64));
+            if bits != 0 {
+                let found = (w * 64 + bits.trailing_zeros() as usize) as u64;
+                let delta = (found + SLOTS - start) & MASK;
+                return Some(self.cur_slot + 1 + delta);
+            }
+            i = ((w + 1) % WORDS) * 64;
+        }
+        unreachable!("in_wheel > 0 but no occupied slot")
+    }
+
+    /// Makes `slot` the current one: its wheel events, and overflow events now inside the
+    /// horizon, move to where they belong.
+    fn enter(&mut self, slot: u64) {
+        self.cur_slot = slot;
+        let i = (slot & MASK) as usize;
+        if self.occupied[i / 64] & (1 << (i % 64)) != 0 {
+            self.occupied[i / 64] &= !(1 << (i % 64));
+            let mut v = std::mem::take(&mut self.wheel[i]);
+            self.in_wheel -= v.len();
+            self.current.extend(v.drain(..).map(Reverse));
+            self.wheel[i] = v;
+        }
+        while let Some(Reverse(k)) = self.overflow.peek() {
+            if k.time >> SLOT_SHIFT >= self.cur_slot + SLOTS {
+                break;
+            }
+            let k = self.overflow.pop().expect("peeked").0;
+            self.place(k);
+        }
     }
 
     /// Pops the next event if it is due at or before `until`, advancing the clock to it.
     pub fn pop_until(&mut self, until: u64) -> Option<ComponentId> {
-        let Reverse(key) = *self.heap.peek()?;
-        if key.time > until {
-            return None;
+        loop {
+            if let Some(Reverse(k)) = self.current.peek() {
+                if k.time > until {
+                    return None;
+                }
+                let k = self.current.pop().expect("peeked").0;
+                assert!(k.time >= self.now, "time went backwards: {} < {}", k.time, self.now);
+                self.now = k.time;
+                self.executed += 1;
+                return Some(k.target);
+            }
+            let next = match self.next_occupied() {
+                Some(s) => s,
+                None => match self.overflow.peek() {
+                    Some(Reverse(k)) => k.time >> SLOT_SHIFT,
+                    None => return None,
+                },
+            };
+            if next << SLOT_SHIFT > until {
+                return None;
+            }
+            self.enter(next);
         }
-        self.heap.pop();
-        assert!(key.time >= self.now, "time went backwards: {} < {}", key.time, self.now);
-        self.now = key.time;
-        self.executed += 1;
-        Some(key.target)
     }
 
     /// Moves the clock forward to `t` when no event is left before it.
@@ -119,6 +222,41 @@ mod tests {
         ev.schedule(10, 0);
         ev.pop_until(u64::MAX);
         ev.schedule(9, 0);
+    }
+
+    /// The wheel against a plain (time, seq) heap on random schedules with near, far and
+    /// same-instant events, interleaved with pops.
+    #[test]
+    fn matches_a_reference_heap() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let mut ev = EventList::default();
+        let mut reference = BinaryHeap::new();
+        let mut seq = 0u64;
+        let mut popped = 0;
+        for round in 0..20_000u32 {
+            for _ in 0..rng.gen_range(0..4) {
+                let now = ev.now();
+                let dt = match rng.gen_range(0..4) {
+                    0 => 0,
+                    1 => rng.gen_range(0..10_000),
+                    2 => rng.gen_range(0..100_000_000),
+                    _ => rng.gen_range(0..3_000_000_000),
+                };
+                ev.schedule(now + dt, round);
+                reference.push(Reverse((now + dt, seq, round)));
+                seq += 1;
+            }
+            let until = ev.now() + rng.gen_range(0..50_000_000);
+            while let Some(t) = ev.pop_until(until) {
+                let Reverse((time, _, target)) = reference.pop().unwrap();
+                assert_eq!((ev.now(), t), (time, target));
+                popped += 1;
+            }
+            assert!(reference.peek().is_none_or(|Reverse((t, _, _))| *t > until));
+            ev.advance_to(until);
+        }
+        assert!(popped > 10_000);
     }
 
     #[test]

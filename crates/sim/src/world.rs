@@ -50,14 +50,16 @@ impl Ctx {
     }
 }
 
+/// Small variants inline, big ones boxed: the component array is walked in event order, so
+/// its footprint decides the cache misses per event.
 enum Comp {
     Sender(Box<TcpSender>),
-    Udp(UdpSource),
-    Receiver(TcpReceiver),
+    Udp(Box<UdpSource>),
+    Receiver(Box<TcpReceiver>),
     Sink { bytes: u64, window_bytes: u64 },
-    Link(Link),
+    Link(Box<Link>),
     Pipe(Pipe),
-    Enf(EnforcementPoint),
+    Enf(Box<EnforcementPoint>),
 }
 
 struct FlowMeta {
@@ -137,12 +139,12 @@ impl World {
             };
             let enf_id = comps.len() as ComponentId;
             let rng = ChaCha8Rng::seed_from_u64(mix(seed, 0xE0F0_0000 + a.id as u64));
-            comps.push(Comp::Enf(EnforcementPoint::new(a.id, a.cfg.loss, rng, policer)));
+            comps.push(Comp::Enf(Box::new(EnforcementPoint::new(a.id, a.cfg.loss, rng, policer))));
             let link_id = comps.len() as ComponentId;
-            comps.push(Comp::Link(Link::new(link_id, a.id, a.cfg.link_rate, queue)));
+            comps.push(Comp::Link(Box::new(Link::new(link_id, a.id, a.cfg.link_rate, queue))));
             let secondary = a.cfg.secondary.as_ref().map(|s| {
                 let id = comps.len() as ComponentId;
-                comps.push(Comp::Link(Link::new(id, a.id, s.rate, Link::drop_tail(s.buffer.0))));
+                comps.push(Comp::Link(Box::new(Link::new(id, a.id, s.rate, Link::drop_tail(s.buffer.0)))));
                 id
             });
             for f in &a.flows {
@@ -151,7 +153,7 @@ impl World {
                 let jitter = if f.start_jitter.0 > 0 { rng.gen_range(0..f.start_jitter.0) } else { 0 };
                 let start_ns = f.start.0 + jitter;
                 let nic = comps.len() as ComponentId;
-                comps.push(Comp::Link(Link::new(nic, a.id, a.cfg.host_rate, Link::drop_tail(u64::MAX))));
+                comps.push(Comp::Link(Box::new(Link::new(nic, a.id, a.cfg.host_rate, Link::drop_tail(u64::MAX)))));
                 let half = f.rtt.0 / 2;
                 let fwd = comps.len() as ComponentId;
                 comps.push(Comp::Pipe(Pipe::new(fwd, half)));
@@ -161,14 +163,14 @@ impl World {
                 let receiver = sender + 1;
                 let udp = f.app.is_udp();
                 if udp {
-                    comps.push(Comp::Udp(UdpSource::new(sender, fid, &f.app, rng)));
+                    comps.push(Comp::Udp(Box::new(UdpSource::new(sender, fid, &f.app, rng))));
                     comps.push(Comp::Sink { bytes: 0, window_bytes: 0 });
                 } else {
                     let app = App::new(&f.app, rng);
                     let finite = app.finite_shape();
                     let cc = Cc::new(f.cc, mix(seed, 0xCC00_0000 + fid as u64));
                     comps.push(Comp::Sender(Box::new(TcpSender::new(sender, fid, cc, app))));
-                    comps.push(Comp::Receiver(TcpReceiver::new(receiver, fid, finite)));
+                    comps.push(Comp::Receiver(Box::new(TcpReceiver::new(receiver, fid, finite))));
                 }
                 let mut data_route = vec![nic, enf_id, link_id];
                 data_route.extend(secondary);
