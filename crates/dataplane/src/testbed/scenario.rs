@@ -155,6 +155,9 @@ pub struct FlowTable {
     pub count: u32,
     #[serde(default)]
     pub app: App,
+    /// Explicit class for class-based enforcers, carried as the DSCP (so 0..=63).
+    #[serde(default)]
+    pub class: u16,
 }
 
 fn default_cc() -> OneOrMany<Cc> {
@@ -197,6 +200,7 @@ pub struct Flow {
     pub rtt: Duration,
     pub start: Duration,
     pub app: App,
+    pub class: u8,
 }
 
 pub struct ResolvedAggregate {
@@ -268,7 +272,11 @@ pub fn parse(text: &str, file: &str) -> Result<Resolved, ScenarioError> {
                         }
                         _ => {}
                     }
-                    flows.push(Flow { id: flows.len() as u32, aggregate: id, cc, rtt: r, start: f.start, app: f.app.clone() });
+                    if f.class > 63 {
+                        return Err(err(&field("class"), "the testbed carries the class as the DSCP: 0..=63".into()));
+                    }
+                    let class = f.class as u8;
+                    flows.push(Flow { id: flows.len() as u32, aggregate: id, cc, rtt: r, start: f.start, app: f.app.clone(), class });
                     index_in_agg += 1;
                 }
             }

@@ -155,6 +155,18 @@ fn set_cc(sock: &impl AsRawFd, flow: u32, cc: &str) -> Result<(), SendError> {
     Ok(())
 }
 
+/// Marks the flow's packets with its class as the DSCP (what `classify = "class"` reads).
+fn set_dscp(sock: &impl AsRawFd, class: u8) -> std::io::Result<()> {
+    let tos: libc::c_int = (class as libc::c_int) << 2;
+    let rc = unsafe {
+        libc::setsockopt(sock.as_raw_fd(), libc::IPPROTO_IP, libc::IP_TOS, (&tos as *const libc::c_int).cast(), 4)
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Bytes not yet acknowledged by the peer (SIOCOUTQ).
 fn unacked(sock: &TcpStream) -> i32 {
     let mut n: libc::c_int = 0;
@@ -181,6 +193,7 @@ pub fn send(flow: &Flow, dst: Ipv4Addr, t0: Instant, end: Instant, seed: u64, st
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (flow.id as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
     if let App::Cbr { rate, packet } = &flow.app {
         let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).map_err(io("udp bind"))?;
+        set_dscp(&sock, flow.class).map_err(io("IP_TOS"))?;
         let size = (packet.0 as usize).clamp(8, 65000);
         let mut buf = vec![0u8; size];
         buf[..8].copy_from_slice(&header(flow.id));
@@ -199,6 +212,7 @@ pub fn send(flow: &Flow, dst: Ipv4Addr, t0: Instant, end: Instant, seed: u64, st
     let mut conn = TcpStream::connect_timeout(&SocketAddr::from((dst, TCP_PORT)), remaining.max(Duration::from_millis(1)))
         .map_err(io("connect"))?;
     set_cc(&conn, flow.id, flow.cc.linux_name())?;
+    set_dscp(&conn, flow.class).map_err(io("IP_TOS"))?;
     conn.set_write_timeout(Some(Duration::from_millis(50))).map_err(io("SO_SNDTIMEO"))?;
     conn.write_all(&header(flow.id)).map_err(io("write"))?;
     let chunk = vec![0u8; 1 << 16];
