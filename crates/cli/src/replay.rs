@@ -260,18 +260,18 @@ fn build(config: &EnforcerConfig, link_rate: Option<Rate>) -> anyhow::Result<Enf
     })
 }
 
-/// How many explicit classes the config accepts, read from its raw TOML: `queues` when
-/// `classify = "class"`, two for DSCD (0 = BE, 1 = ABE). `None` when classes are not used.
+/// How many explicit classes the config accepts, read from its raw TOML: its `queues` (16 when
+/// not given, the default of every queue-per-class kind) when `classify = "class"`. `None` when
+/// the config does not map classes to queues (colour-aware meters and DSCD read the class but
+/// accept any value).
 pub fn class_limit(text: &str) -> Option<(u64, &'static str)> {
+    const DEFAULT_QUEUES: i64 = 16;
     let table: toml::Table = text.parse().ok()?;
-    if table.get("kind").and_then(|k| k.as_str()) == Some("dscd") {
-        return Some((2, "DSCD classes are 0 (BE) and 1 (ABE)"));
+    if table.get("classify").and_then(|c| c.as_str()) != Some("class") {
+        return None;
     }
-    if table.get("classify").and_then(|c| c.as_str()) == Some("class") {
-        let queues = table.get("queues").and_then(|q| q.as_integer()).filter(|&q| q > 0)?;
-        return Some((queues as u64, "the config's queues (classify = \"class\")"));
-    }
-    None
+    let queues = table.get("queues").map_or(Some(DEFAULT_QUEUES), |q| q.as_integer()).filter(|&q| q > 0)?;
+    Some((queues as u64, "the config's queues (classify = \"class\")"))
 }
 
 /// Reads and validates an enforcer config file; errors name the file and the field.

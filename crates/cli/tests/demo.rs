@@ -24,7 +24,18 @@ fn demo_shows_bcpqp_fairer_than_the_token_bucket() {
             .find(|r| r["enforcer"] == enforcer && r["aggregate"] == aggregate)
             .unwrap_or_else(|| panic!("{enforcer} / {aggregate} missing from demo.json"))
     };
-    for e in ["token_bucket", "pqp_fair", "bcpqp_fair", "bcpqp_weighted", "bcpqp_priority", "bcpqp_nested"] {
+    for e in [
+        "token_bucket",
+        "fifo_shaper",
+        "fair_policer",
+        "pqp_fair",
+        "bcpqp_fair",
+        "bcpqp_weighted",
+        "bcpqp_priority",
+        "bcpqp_nested",
+        "shaper_fair",
+        "shaper_nested",
+    ] {
         assert!(printed.contains(e), "{e} missing from the printed table");
         row(e, "mixed");
     }
@@ -34,6 +45,10 @@ fn demo_shows_bcpqp_fairer_than_the_token_bucket() {
     assert!(jain("bcpqp_fair") > 0.97, "{}", jain("bcpqp_fair"));
     assert!(jain("token_bucket") < 0.85, "{}", jain("token_bucket"));
     assert!(jain("bcpqp_fair") > jain("token_bucket"));
+    let error = |e: &str, a: &str| row(e, a)["policy_error"].as_f64().unwrap();
+    assert!(error("bcpqp_fair", "mixed") < 0.05 && error("token_bucket", "mixed") > 0.3);
+    // Weights 1:2:3:4 over four 5 Mbit/s flows: 1, 2, 3 and 4 Mbit/s.
+    assert!(error("bcpqp_weighted", "equal") < 0.05, "{}", error("bcpqp_weighted", "equal"));
     // Every enforcer of the rate holds its aggregate near 10 Mbit/s; BC-PQP's burst control
     // keeps its peak 250 ms window well under PQP's (whose big queues absorb the first seconds).
     let passed = row("bcpqp_fair", "mixed")["passed_bps"].as_f64().unwrap();
