@@ -28,6 +28,8 @@ enum Action {
     },
     /// Delete namespaces left behind by testbed runs that were killed with SIGKILL.
     Sweep,
+    /// Print the scenario without its [testbed] table: the same experiment for `ratekit sim`.
+    SimScenario { scenario: PathBuf },
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -56,6 +58,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 );
             }
             println!("wrote {}", out.join("summary.json").display());
+        }
+        Action::SimScenario { scenario } => {
+            let text = std::fs::read_to_string(&scenario).with_context(|| format!("reading {}", scenario.display()))?;
+            let mut table: toml::Table = text.parse().with_context(|| format!("parsing {}", scenario.display()))?;
+            table.remove("testbed");
+            print!("{}", toml::to_string(&table)?);
         }
         Action::Sweep => {
             for ns in ratekit_dataplane::netns::sweep_stale() {

@@ -1,0 +1,86 @@
+//! Measures the data plane for docs/testbed.md (performance is measured, not asserted):
+//! 1. BPF ns per packet of each tc-BPF program, through BPF_PROG_TEST_RUN with 10⁶ repeats
+//!    (the kernel's own timing of the program, no hardware counters needed);
+//! 2. middlebox packets per second forwarding a 64-byte UDP flood between two namespaces, with
+//!    no enforcer and with policers whose rate is far above the flood (so every packet runs the
+//!    full enforcer path and is forwarded).
+//!
+//! Run as root: `cargo run --release -p ratekit-dataplane --example dataplane_bench`
+
+use ratekit_core::EnforcerConfig;
+use ratekit_dataplane::bpf::{BpfPolicer, LoadOptions};
+use ratekit_dataplane::netns::{veth_pair, Netns};
+use ratekit_dataplane::packet::{build_frame, IPPROTO_TCP};
+use ratekit_dataplane::pipeline::PipelineConfig;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn main() -> anyhow::Result<()> {
+    let frame = build_frame("10.0.0.1".parse()?, "10.0.0.2".parse()?, 1000, 80, IPPROTO_TCP, 0, 1500);
+    println!("## BPF ns per packet (BPF_PROG_TEST_RUN, 1e6 repeats, median of 5)");
+    for (name, toml) in [("token_bucket", "kind = \"token_bucket\"\nrate = \"20mbit\"\nburst = 50000")] {
+        let cfg = EnforcerConfig::from_toml(toml)?;
+        let p = BpfPolicer::load(&cfg, &LoadOptions::default())?;
+        let mut runs: Vec<f64> = (0..5).map(|_| p.time_run(&frame, 1_000_000).map(|d| d.as_nanos() as f64)).collect::<Result<_, _>>()?;
+        runs.sort_by(f64::total_cmp);
+        println!("{name}: {:.1} ns/packet", runs[2]);
+    }
+
+    println!("## middlebox packets per second (64-byte UDP flood, 3 s each)");
+    let a = Netns::create("bench-a")?;
+    let m = Netns::create("bench-m")?;
+    let b = Netns::create("bench-b")?;
+    veth_pair(&a, "a0", Some("10.198.0.1/24"), &m, "m-a", None)?;
+    veth_pair(&m, "m-b", None, &b, "b0", Some("10.198.0.2/24"))?;
+    let configs = [
+        ("none (forward only)", None),
+        ("token_bucket", Some("kind = \"token_bucket\"\nrate = \"100gbit\"\nburst = \"1mb\"")),
+        ("bcpqp (4 queues, fair)", Some("kind = \"bcpqp\"\nrate = \"100gbit\"\nqueues = 4\nqueue_size = \"8mb\"")),
+        ("fair_policer", Some("kind = \"fair_policer\"\nrate = \"100gbit\"\nbucket = \"8mb\"")),
+    ];
+    for (name, toml) in configs {
+        let enforcer = toml.map(EnforcerConfig::from_toml).transpose()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let mb = {
+            let (stop, ns) = (stop.clone(), m.name.clone());
+            std::thread::spawn(move || {
+                let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
+                use std::os::fd::AsRawFd;
+                assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+                ratekit_dataplane::middlebox::run("m-a", "m-b", PipelineConfig { enforcer, ..Default::default() }, &stop)
+            })
+        };
+        std::thread::sleep(Duration::from_millis(200));
+        let flooder = {
+            let ns = a.name.clone();
+            std::thread::spawn(move || {
+                let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
+                use std::os::fd::AsRawFd;
+                assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+                let sock = std::net::UdpSocket::bind("10.198.0.1:0").unwrap();
+                let end = Instant::now() + Duration::from_secs(3);
+                let mut sent = 0u64;
+                while Instant::now() < end {
+                    if sock.send_to(&[0u8; 64], "10.198.0.2:9").is_ok() {
+                        sent += 1;
+                    }
+                }
+                sent
+            })
+        };
+        let sent = flooder.join().unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        stop.store(true, Ordering::Relaxed);
+        let report = mb.join().unwrap()?;
+        println!(
+            "{name}: offered {:.0} pps, forwarded {:.0} pps ({} received, {} sent, {} send errors)",
+            sent as f64 / 3.0,
+            report.stats.sent[0] as f64 / 3.0,
+            report.stats.received[0],
+            report.stats.sent[0],
+            report.send_errors
+        );
+    }
+    Ok(())
+}
