@@ -96,3 +96,75 @@ fn config_factory_rejects_invalid_configs() {
     let e = ConfigFactory::new(cfg).unwrap_err();
     assert_eq!(e.field, "initial");
 }
+
+mod config_fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn value() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("\"10mbit\"".to_string()),
+            Just("\"1.5Mbit\"".to_string()),
+            Just("\"64kb\"".to_string()),
+            Just("\"0mbit\"".to_string()),
+            Just("\"-3kb\"".to_string()),
+            Just("\"2tbit\"".to_string()),
+            Just("\"ten\"".to_string()),
+            Just("true".to_string()),
+            Just("[1, 2, 0]".to_string()),
+            Just("[3, 1]".to_string()),
+            (-5i64..5_000_000_000).prop_map(|v| v.to_string()),
+            (0.0f64..1e7).prop_map(|v| format!("{v:.3}")),
+        ]
+    }
+
+    /// A valid document of one of this module's kinds, then 0-3 fields overridden with random
+    /// values (or unknown fields added) and possibly one required field dropped.
+    fn document() -> impl Strategy<Value = String> {
+        let bases: [&[(&str, &str)]; 4] = [
+            &[("kind", "\"token_bucket\""), ("rate", "\"10mbit\""), ("burst", "125000")],
+            &[("kind", "\"srtcm\""), ("cir", "\"10mbit\""), ("cbs", "\"64kb\""), ("ebs", "\"64kb\"")],
+            &[("kind", "\"trtcm\""), ("cir", "\"10mbit\""), ("cbs", "\"64kb\""), ("pir", "\"12mbit\""), ("pbs", "\"96kb\"")],
+            &[("kind", "\"fair_policer\""), ("rate", "\"10mbit\""), ("bucket", "181056"), ("weights", "[1, 2]")],
+        ];
+        let field = prop_oneof![
+            Just("rate"), Just("burst"), Just("initial"), Just("cir"), Just("cbs"), Just("ebs"),
+            Just("pir"), Just("pbs"), Just("colour_aware"), Just("drop_yellow"), Just("bucket"),
+            Just("sketch_depth"), Just("sketch_width"), Just("token_unit"), Just("seed"),
+            Just("weights"), Just("bogus"),
+        ];
+        (0..4usize, prop::collection::vec((field, value()), 0..4), 0..8usize).prop_map(move |(kind, overrides, drop)| {
+            let mut fields: Vec<(String, String)> = bases[kind].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            for (k, v) in overrides {
+                match fields.iter_mut().find(|(f, _)| f == k) {
+                    Some(slot) => slot.1 = v,
+                    None => fields.push((k.to_string(), v)),
+                }
+            }
+            if drop > 0 && drop < fields.len() {
+                fields.remove(drop);
+            }
+            fields.iter().map(|(k, v)| format!("{k} = {v}\n")).collect()
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, rng_seed: proptest::test_runner::RngSeed::Fixed(0xc0f), ..ProptestConfig::default() })]
+
+        /// Any document either fails with a message (never a panic) or builds a policer that
+        /// survives traffic.
+        #[test]
+        fn configs_never_panic(doc in document()) {
+            match EnforcerConfig::from_toml(&doc) {
+                Err(e) => prop_assert!(!e.message.is_empty(), "{doc}"),
+                Ok(cfg) => {
+                    let mut aggs = Aggregates::new(ConfigFactory::new(cfg).unwrap());
+                    for i in 0..200u64 {
+                        let p = Packet { aggregate: i % 3, flow: i % 5, class: (i % 4) as u16, len: 1 + (i as u32 * 997) % 9000, ..Packet::default() };
+                        aggs.on_arrival(Instant(i * 137_000), &p);
+                    }
+                }
+            }
+        }
+    }
+}

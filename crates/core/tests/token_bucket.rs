@@ -80,8 +80,8 @@ fn reference(rate: u64, burst: u64, initial: u64, arrivals: &[(u64, u32)]) -> Ve
             (k..j).filter(|&i| passed[i]).map(|i| arrivals[i].1 as u128).sum::<u128>() * NS
         };
         let mut tokens = (initial as u128 * NS + rate as u128 * tj as u128) as i128 - accepted_from(0) as i128;
-        for k in 0..=j {
-            let cand = (burst as u128 * NS + rate as u128 * (tj - arrivals[k].0) as u128) as i128 - accepted_from(k) as i128;
+        for (k, &(tk, _)) in arrivals.iter().enumerate().take(j + 1) {
+            let cand = (burst as u128 * NS + rate as u128 * (tj - tk) as u128) as i128 - accepted_from(k) as i128;
             tokens = tokens.min(cand);
         }
         passed.push(tokens >= len as i128 * NS as i128);
