@@ -200,8 +200,18 @@ proptest! {
         let fifo_dep = run_link(&mut fifo, &arr, |_, _, _, _| {});
         let exp = if fixed { ExpMode::Fixed } else { ExpMode::Float };
         let mut q = dscd(exp, Some(10_000_000));
+        // Bytes the FIFO holds at `t`: arrived and not yet fully transmitted.
+        let fifo_spans: Vec<(u64, u64, u64)> = arr.iter().map(|(t, p)| (*t, fifo_dep[&p.id] + tx_time(p.len), p.len as u64)).collect();
+        let fifo_holds = |t: u64| -> u64 { fifo_spans.iter().filter(|s| s.0 <= t && t < s.1).map(|s| s.2).sum() };
         let mut violations = Vec::new();
+        let mut credit_excess = Vec::new();
         let dscd_dep = run_link(&mut q, &arr, |q, now, p, drops| {
+            // Credit imitates the FIFO's occupancy: never more than it, beyond the packet that
+            // just started (counted by the FIFO until it is fully sent, by DSCD no longer).
+            let (credit, fifo) = (q.total_credit(), fifo_holds(now));
+            if credit > fifo + 1500 {
+                credit_excess.push((now, credit, fifo));
+            }
             violations.extend(drops.iter().filter(|d| d.pkt.class != ABE).map(|d| (d.pkt.id, 0)));
             if let Some(p) = p {
                 let (t_arr, class) = arrival_of[&p.id];
@@ -212,6 +222,7 @@ proptest! {
             }
         });
         prop_assert!(violations.is_empty(), "late ABE packets or dropped BE: {:?}", violations);
+        prop_assert!(credit_excess.is_empty(), "credit above the FIFO's occupancy: {:?}", &credit_excess[..credit_excess.len().min(5)]);
         let one_packet = tx_time(1500);
         for (id, &(_, class)) in &arrival_of {
             if class != BE {
