@@ -18,9 +18,11 @@
 //! - Magic drains last: it is the tail of the queue, behind every real byte, so the magic still
 //!   queued is min(M_i, L_i) and removal reclaims as much as the paper's footnote 7 allows.
 //! - r_i* under `priority`: a higher-priority branch is charged what it actually uses, its
-//!   queues' demand max(A_j, A_j of the previous window), not the whole rate. Charging it the
-//!   whole rate (the paper's literal "0 unless highest active") would fill a lower class with
-//!   magic whenever a single higher-priority packet sat in its phantom queue.
+//!   queues' accepted bytes per window (max of the running and the last full window; zero
+//!   once a queue has been silent for a whole window), whether or not its phantom queue
+//!   happens to be empty at that instant. The paper's literal "r if highest active, else 0"
+//!   flips X_i between 0 and r·T with every higher-priority packet, so a lower class would be
+//!   filled with magic by chance and could never shed it (A_i < θ−·0 is impossible).
 //!
 //! Integer data path: θ± are applied as ⌊θ·2¹⁶⌉/2¹⁶ and compared in 128-bit products.
 
@@ -217,10 +219,24 @@ impl BcPqp {
         self.core.queue_of(pkt)
     }
 
-    /// X_i = r_i*·T in nano-bytes for queue `q` given the queues non-empty now.
-    pub fn expected_window_nb(&self, q: usize) -> u64 {
-        let state = &self.state;
-        let demand = |j: usize| state[j].accepted.max(state[j].accepted_prev).saturating_mul(NANOS_PER_SEC);
+    /// X_i = r_i*·T in nano-bytes for queue `q`, given the queues non-empty at `now` and (under
+    /// `priority`) what the higher-priority queues accepted per window lately.
+    pub fn expected_window_nb(&self, q: usize, now: Instant) -> u64 {
+        let (state, t, window) = (&self.state, now.0, self.burst.window.0);
+        // A queue's demand per window: its running window or the last full one, whichever is
+        // larger; only the last full one once the running one has ended; nothing once a
+        // whole window has passed without an arrival.
+        let demand = |j: usize| {
+            let st = &state[j];
+            let bytes = if t < st.window_end {
+                st.accepted.max(st.accepted_prev)
+            } else if t < st.window_end.saturating_add(window) {
+                st.accepted
+            } else {
+                0
+            };
+            bytes.saturating_mul(NANOS_PER_SEC)
+        };
         let p = self.core.params();
         self.core.queues.expected_share(&p.policy, q, self.burst.window_budget_nb, &demand)
     }
@@ -235,7 +251,7 @@ impl BcPqp {
     fn close_window(&mut self, q: usize, now: u64) {
         let magic = self.magic_nb(q);
         if magic > 0 {
-            let x = self.expected_window_nb(q);
+            let x = self.expected_window_nb(q, Instant(now));
             if Self::compare(self.state[q].accepted, self.burst.theta_minus, x).is_lt() {
                 let policy = &self.core.params().policy.clone();
                 let state = &mut self.state;
@@ -313,7 +329,7 @@ impl Policer for BcPqp {
         if verdict.is_pass() {
             self.state[q].accepted += len;
             if magic == 0 {
-                let x = self.expected_window_nb(q);
+                let x = self.expected_window_nb(q, now);
                 if Self::compare(self.state[q].accepted, self.burst.theta_plus, x).is_gt() {
                     self.fill_with_magic(q, t);
                 }

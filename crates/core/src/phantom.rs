@@ -38,12 +38,16 @@ struct NodeInfo {
     index: u16,
     /// Inner nodes: where its active-children slots start in [`PhantomQueues::slots`].
     first_slot: u16,
+    /// Inner nodes: how many children.
+    n_children: u16,
 }
 
 /// A policy compiled for the data path. Node 0 is the root.
 #[derive(Debug, Clone)]
 pub struct PhantomPolicy {
     nodes: Vec<NodeInfo>,
+    /// Every inner node's children in order, at the node's `first_slot`.
+    children: Vec<u16>,
     leaf_of_queue: Vec<u16>,
     inner_count: usize,
     slot_count: usize,
@@ -67,6 +71,7 @@ impl PhantomPolicy {
     pub fn compile(root: &PolicyNode) -> Result<Self, CompileError> {
         let mut p = PhantomPolicy {
             nodes: Vec::new(),
+            children: Vec::new(),
             leaf_of_queue: Vec::new(),
             inner_count: 0,
             slot_count: 0,
@@ -98,7 +103,7 @@ impl PhantomPolicy {
                     self.leaf_of_queue.resize(q + 1, 0);
                 }
                 self.leaf_of_queue[*q] = id;
-                self.nodes.push(NodeInfo { kind: Kind::Leaf, parent, weight, rank, index: *q as u16, first_slot: 0 });
+                self.nodes.push(NodeInfo { kind: Kind::Leaf, parent, weight, rank, index: *q as u16, first_slot: 0, n_children: 0 });
                 return Ok(id);
             }
             PolicyNode::Fair(c) => (Kind::Share, c.iter().map(|n| (n, 1)).collect()),
@@ -109,9 +114,11 @@ impl PhantomPolicy {
         self.inner_count += 1;
         let first_slot = self.slot_count as u16;
         self.slot_count += children.len();
-        self.nodes.push(NodeInfo { kind, parent, weight, rank, index, first_slot });
+        self.children.resize(self.slot_count, 0);
+        self.nodes.push(NodeInfo { kind, parent, weight, rank, index, first_slot, n_children: children.len() as u16 });
         for (rank, (child, w)) in children.into_iter().enumerate() {
-            self.add(child, id, w, rank as u16, depth + 1)?;
+            let child_id = self.add(child, id, w, rank as u16, depth + 1)?;
+            self.children[first_slot as usize + rank] = child_id;
         }
         Ok(id)
     }
@@ -529,7 +536,8 @@ impl PhantomQueues {
     /// whole aggregate's rate, if every non-empty queue (and `q` itself) kept the service it gets
     /// now: `fair`/`weighted` nodes split by weight among their non-empty children (counting
     /// `q`'s branch as non-empty), `priority` nodes give `q`'s branch what the higher branches
-    /// leave, where a higher branch uses `demand(queue)` summed over its non-empty queues.
+    /// leave, where a higher branch uses `demand(queue)` summed over all its queues, empty or
+    /// not (a higher class that is between packets still uses its rate).
     /// BC-PQP's r_i*·T (000 §4, algorithms.md §3).
     pub fn expected_share(&self, policy: &PhantomPolicy, q: usize, budget: u64, demand: &impl Fn(usize) -> u64) -> u64 {
         let mut path = [0u16; MAX_DEPTH + 1];
@@ -558,12 +566,11 @@ impl PhantomQueues {
                 }
                 Kind::Priority => {
                     let base = pinfo.first_slot as usize;
-                    for i in 0..st.active_len as usize {
-                        let sib = self.slots[base + i];
-                        if policy.nodes[sib as usize].rank >= cinfo.rank || b == 0 {
+                    for &sib in &policy.children[base..base + cinfo.rank as usize] {
+                        if b == 0 {
                             break;
                         }
-                        b = b.saturating_sub(self.subtree_demand(policy, sib, demand));
+                        b = b.saturating_sub(subtree_demand(policy, sib, demand));
                     }
                 }
                 Kind::Leaf => unreachable!(),
@@ -573,16 +580,17 @@ impl PhantomQueues {
         b
     }
 
-    fn subtree_demand(&self, policy: &PhantomPolicy, node: u16, demand: &impl Fn(usize) -> u64) -> u64 {
-        let info = &policy.nodes[node as usize];
-        if info.kind == Kind::Leaf {
-            return demand(info.index as usize);
-        }
-        let st = self.inner[info.index as usize];
-        (0..st.active_len).fold(0u64, |acc, i| {
-            acc.saturating_add(self.subtree_demand(policy, self.slots[(info.first_slot + i) as usize], demand))
-        })
+}
+
+fn subtree_demand(policy: &PhantomPolicy, node: u16, demand: &impl Fn(usize) -> u64) -> u64 {
+    let info = &policy.nodes[node as usize];
+    if info.kind == Kind::Leaf {
+        return demand(info.index as usize);
     }
+    let base = info.first_slot as usize;
+    policy.children[base..base + info.n_children as usize]
+        .iter()
+        .fold(0u64, |acc, &c| acc.saturating_add(subtree_demand(policy, c, demand)))
 }
 
 /// ⌊d/w⌋ given recip = ⌊(2⁶⁴−1)/w⌋: the estimate ⌊d·recip/2⁶⁴⌋ is at most 2 short
@@ -661,12 +669,15 @@ mod tests {
     #[test]
     fn expected_share_follows_policy() {
         let (p, mut s) = build("priority(0, weighted(1:1, 2:2))", 3, None);
-        let greedy = |_| u64::MAX;
+        // Queue 0 is greedy once it has sent something.
+        let greedy = |q| if q == 0 { u64::MAX } else { 0 };
+        let idle = |_| 0;
         // Alone, a queue expects the whole rate.
-        assert_eq!(s.expected_share(&p, 1, 900, &greedy), 900);
+        assert_eq!(s.expected_share(&p, 1, 900, &idle), 900);
+        assert_eq!(s.expected_share(&p, 1, 900, &greedy), 0, "a greedy higher class counts even between packets");
         s.add(&p, 2, 5, &mut |_, _| {});
-        assert_eq!(s.expected_share(&p, 1, 900, &greedy), 300);
-        assert_eq!(s.expected_share(&p, 2, 900, &greedy), 900);
+        assert_eq!(s.expected_share(&p, 1, 900, &idle), 300);
+        assert_eq!(s.expected_share(&p, 2, 900, &idle), 900);
         s.add(&p, 0, 5, &mut |_, _| {});
         assert_eq!(s.expected_share(&p, 0, 900, &greedy), 900);
         assert_eq!(s.expected_share(&p, 2, 900, &greedy), 0);

@@ -57,9 +57,7 @@ impl PqpConfig {
 
     /// Validates and compiles the policy; every error names its field.
     pub(crate) fn resolve(&self) -> Result<PhantomPolicy, ConfigError> {
-        if self.rate.0 == 0 {
-            return Err(ConfigError::new("rate", "must be greater than zero"));
-        }
+        crate::token_bucket::check_rate("rate", self.rate)?;
         if !(1..=MAX_QUEUES).contains(&self.queues) {
             return Err(ConfigError::new("queues", format!("must be in 1..={MAX_QUEUES}, got {}", self.queues)));
         }
@@ -170,9 +168,8 @@ impl Pqp {
         }
     }
 
-    /// Admits `bytes` into queue `q` if it fits; counts the verdict.
-    #[inline]
-    /// `occupancy` is L_i as [`Self::occupancy_nb`] reports it now.
+    /// Admits `bytes` into queue `q` if it fits; counts the verdict. `occupancy` is L_i as
+    /// [`Self::occupancy_nb`] reports it now.
     #[inline]
     pub(crate) fn admit(&mut self, q: usize, occupancy: u64, bytes: u64, full: DropReason, on_drain: &mut impl FnMut(usize, u64)) -> Verdict {
         let nb = bytes * NANOS_PER_SEC;

@@ -9,6 +9,8 @@
 
 #![allow(dead_code)]
 
+pub mod load;
+
 use ratekit_core::PolicyNode;
 
 /// Backlog below this many bytes after a step is the f64 round-off of an exact emptying.
