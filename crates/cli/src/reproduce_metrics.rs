@@ -1,0 +1,229 @@
+//! The metrics a claim can name, computed from one simulation's summary and per-window series
+//! with the BC-PQP evaluation's method (000 §6.1, algorithms.md §9): 250 ms windows, the
+//! aggregate's throughput normalised by its rate over the non-zero windows, Jain's index per
+//! window over the flows with a non-zero rate (as the authors' harness does).
+
+use crate::reproduce_spec::Selector;
+use anyhow::bail;
+use ratekit_sim::summary::{jain, percentile};
+use ratekit_sim::{Series, Summary};
+
+/// One finished simulation, with what the metrics need to know about its flows.
+pub struct RunResult {
+    pub summary: Summary,
+    pub series: Series,
+    /// Explicit class of each flow, by flow id.
+    pub classes: Vec<u16>,
+    pub window_s: f64,
+    pub warmup_s: f64,
+}
+
+/// A statistic over window samples.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Stat {
+    Mean,
+    /// Nearest-rank quantile in [0, 1].
+    Quantile(f64),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Metric {
+    /// Normalised aggregate throughput over the non-zero windows: `throughput_mean`, `throughput_p99`.
+    Throughput(Stat),
+    /// Jain's index per window and aggregate: `jain_mean`, `jain_p10`.
+    Jain(Stat),
+    /// 1 − Jain's index: `unfairness_mean`.
+    Unfairness(Stat),
+    /// Enforcer drops / packets that reached the enforcer.
+    DropRate,
+    /// Goodput of the selected flows / goodput of the `over` flows (default: all), same windows.
+    Share,
+    /// Goodput of the selected flows / the selected aggregates' rate, same windows.
+    Goodput,
+    /// Mean per-flow goodput of the selected flows / that of the `over` flows (whole run).
+    Ratio,
+    /// Latest / earliest completion time of the selected finite flows (an unfinished flow
+    /// counts as finishing at the end of the run, so the figure is then a lower bound).
+    FctSpread,
+}
+
+impl Metric {
+    pub fn parse(s: &str) -> anyhow::Result<Metric> {
+        let stat = |rest: &str| -> anyhow::Result<Stat> {
+            if rest == "mean" {
+                return Ok(Stat::Mean);
+            }
+            match rest.strip_prefix('p').and_then(|p| p.parse::<f64>().ok()) {
+                Some(p) if (0.0..=100.0).contains(&p) => Ok(Stat::Quantile(p / 100.0)),
+                _ => bail!("'{s}': the statistic must be `mean` or `pNN` (a percentile)"),
+            }
+        };
+        Ok(match s {
+            "drop_rate" => Metric::DropRate,
+            "share" => Metric::Share,
+            "goodput" => Metric::Goodput,
+            "ratio" => Metric::Ratio,
+            "fct_spread" => Metric::FctSpread,
+            _ => match s.split_once('_') {
+                Some(("throughput", r)) => Metric::Throughput(stat(r)?),
+                Some(("jain", r)) => Metric::Jain(stat(r)?),
+                Some(("unfairness", r)) => Metric::Unfairness(stat(r)?),
+                _ => bail!(
+                    "unknown metric '{s}' (throughput_STAT, jain_STAT, unfairness_STAT, drop_rate, share, goodput, ratio, fct_spread)"
+                ),
+            },
+        })
+    }
+}
+
+fn apply_stat(stat: Stat, mut xs: Vec<f64>) -> f64 {
+    if xs.is_empty() {
+        return f64::NAN;
+    }
+    match stat {
+        Stat::Mean => xs.iter().sum::<f64>() / xs.len() as f64,
+        Stat::Quantile(q) => {
+            xs.sort_by(f64::total_cmp);
+            percentile(&xs, q)
+        }
+    }
+}
+
+/// Window range of a claim or figure, in seconds of simulated time.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Span {
+    pub from: Option<f64>,
+    pub to: Option<f64>,
+}
+
+impl RunResult {
+    pub fn flow_matches(&self, id: usize, sel: &Selector) -> bool {
+        let f = &self.summary.flows[id];
+        sel.cc.as_ref().is_none_or(|c| *c == f.cc)
+            && sel.class.is_none_or(|c| self.classes[id] == c)
+            && sel.flows.as_ref().is_none_or(|l| l.contains(&(id as u32)))
+            && sel.aggregate.is_none_or(|a| a == f.aggregate)
+    }
+
+    fn agg_matches(&self, a: usize, sel: &Selector) -> bool {
+        sel.aggregate.is_none_or(|x| x as usize == a)
+    }
+
+    /// Indices of the windows in the span (default: those starting after the warm-up).
+    pub fn windows(&self, span: Span) -> impl Iterator<Item = usize> + '_ {
+        let from = span.from.unwrap_or(self.warmup_s);
+        let to = span.to.unwrap_or(f64::INFINITY);
+        let w = self.window_s;
+        (0..self.series.goodput_bps.len()).filter(move |&i| {
+            let start = i as f64 * w;
+            start + 1e-9 >= from && start + w <= to + 1e-9
+        })
+    }
+
+    /// Normalised throughput of every selected aggregate in every window of the span, zeros left out.
+    pub fn throughput_samples(&self, sel: &Selector, span: Span) -> Vec<f64> {
+        let mut out = Vec::new();
+        for w in self.windows(span) {
+            for (a, &x) in self.series.normalized[w].iter().enumerate() {
+                if x > 0.0 && self.agg_matches(a, sel) {
+                    out.push(x);
+                }
+            }
+        }
+        out
+    }
+
+    /// Jain's index of every selected aggregate in every window, over flows with a non-zero rate.
+    pub fn jain_samples(&self, sel: &Selector, span: Span) -> Vec<f64> {
+        let naggs = self.summary.aggregates.len();
+        let mut out = Vec::new();
+        for w in self.windows(span) {
+            let mut per_agg: Vec<Vec<f64>> = vec![Vec::new(); naggs];
+            for (id, &g) in self.series.goodput_bps[w].iter().enumerate() {
+                if g > 0.0 && self.flow_matches(id, sel) {
+                    per_agg[self.summary.flows[id].aggregate as usize].push(g);
+                }
+            }
+            out.extend(per_agg.iter().filter_map(|xs| jain(xs)));
+        }
+        out
+    }
+
+    fn goodput_sum(&self, sel: &Selector, span: Span) -> (f64, usize) {
+        let mut sum = 0.0;
+        let mut n = 0;
+        for w in self.windows(span) {
+            n += 1;
+            sum += self.series.goodput_bps[w]
+                .iter()
+                .enumerate()
+                .filter(|(id, _)| self.flow_matches(*id, sel))
+                .map(|(_, g)| g)
+                .sum::<f64>();
+        }
+        (sum, n)
+    }
+
+    pub fn value(&self, metric: Metric, sel: &Selector, over: Option<&Selector>, span: Span) -> f64 {
+        let all = Selector::default();
+        match metric {
+            Metric::Throughput(s) => apply_stat(s, self.throughput_samples(sel, span)),
+            Metric::Jain(s) => apply_stat(s, self.jain_samples(sel, span)),
+            Metric::Unfairness(s) => apply_stat(s, self.jain_samples(sel, span).into_iter().map(|j| 1.0 - j).collect()),
+            Metric::DropRate => {
+                let aggs = self.summary.aggregates.iter().filter(|a| self.agg_matches(a.id as usize, sel));
+                let (d, n) = aggs.fold((0u64, 0u64), |(d, n), a| (d + a.enforcer_drops, n + a.arrivals));
+                if n == 0 {
+                    f64::NAN
+                } else {
+                    d as f64 / n as f64
+                }
+            }
+            Metric::Share => {
+                let (num, _) = self.goodput_sum(sel, span);
+                let (den, _) = self.goodput_sum(over.unwrap_or(&all), span);
+                num / den
+            }
+            Metric::Goodput => {
+                let (num, n) = self.goodput_sum(sel, span);
+                let rate: f64 =
+                    self.summary.aggregates.iter().filter(|a| self.agg_matches(a.id as usize, sel)).map(|a| a.rate_bps).sum();
+                num / n as f64 / rate
+            }
+            Metric::Ratio => {
+                let mean = |s: &Selector| {
+                    let xs: Vec<f64> = (0..self.summary.flows.len())
+                        .filter(|&i| self.flow_matches(i, s))
+                        .map(|i| self.summary.flows[i].mean_goodput_bps)
+                        .collect();
+                    xs.iter().sum::<f64>() / xs.len() as f64
+                };
+                mean(sel) / mean(over.unwrap_or(&all))
+            }
+            Metric::FctSpread => {
+                let fcts: Vec<f64> = (0..self.summary.flows.len())
+                    .filter(|&i| self.flow_matches(i, sel) && self.summary.flows[i].completed.is_some())
+                    .map(|i| self.summary.flows[i].fct_s.unwrap_or(self.summary.simulated_s))
+                    .collect();
+                let max = fcts.iter().cloned().fold(f64::NAN, f64::max);
+                let min = fcts.iter().cloned().fold(f64::NAN, f64::min);
+                max / min
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_names() {
+        assert_eq!(Metric::parse("throughput_p99.9").unwrap(), Metric::Throughput(Stat::Quantile(0.999)));
+        assert_eq!(Metric::parse("jain_mean").unwrap(), Metric::Jain(Stat::Mean));
+        assert!(Metric::parse("jain_p200").is_err());
+        assert!(Metric::parse("speed").is_err());
+        assert_eq!(apply_stat(Stat::Quantile(0.5), vec![3.0, 1.0, 2.0]), 2.0);
+        assert!(apply_stat(Stat::Mean, vec![]).is_nan());
+    }
+}

@@ -1,0 +1,371 @@
+//! The outputs of `ratekit reproduce`: claims.json, report.md, report.html, and figures/
+//! (one JSON of plot data per figure, drawn to PNG and SVG by scripts/report.py, which is
+//! built into the binary and run with the system's python3 and matplotlib).
+
+use crate::reproduce_metrics::{Metric, RunResult, Span};
+use crate::reproduce_spec::{CdfData, Claim, FigureSpec, Job, PaperFile, Selector, Tolerance};
+use anyhow::Context;
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::Path;
+
+const PLOT_SCRIPT: &str = include_str!("../../../scripts/report.py");
+/// Points per CDF line: enough for the eye, small enough for an SVG.
+const CDF_POINTS: usize = 400;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ClaimResult {
+    pub name: String,
+    pub metric: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub over_run: Option<String>,
+    #[serde(skip_serializing_if = "is_default")]
+    pub select: Selector,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paper: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paper_text: Option<String>,
+    /// `null` when the metric had no samples (e.g. no window in range).
+    pub ratekit: Option<f64>,
+    pub tolerance: Tolerance,
+    pub tolerance_text: String,
+    pub pass: bool,
+    pub note: String,
+}
+
+fn is_default(s: &Selector) -> bool {
+    *s == Selector::default()
+}
+
+impl ClaimResult {
+    pub fn new(c: &Claim, v: f64) -> Self {
+        ClaimResult {
+            name: c.name.clone(),
+            metric: c.metric.clone(),
+            run: c.run.clone(),
+            over_run: c.over_run.clone(),
+            select: c.select.clone(),
+            paper: c.paper,
+            paper_text: c.paper_text.clone(),
+            ratekit: v.is_finite().then_some(v),
+            tolerance: c.tolerance.clone(),
+            tolerance_text: c.tolerance.describe(),
+            pass: c.tolerance.holds(v, c.paper),
+            note: c.note.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Series {
+    pub label: String,
+    pub x: Vec<f64>,
+    pub y: Vec<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Figure {
+    /// File stem under figures/.
+    pub file: String,
+    pub title: String,
+    /// "cdf" (steps) or "lines".
+    pub kind: &'static str,
+    pub xlabel: String,
+    pub ylabel: String,
+    pub series: Vec<Series>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunInfo {
+    pub label: String,
+    pub simulated_s: f64,
+    pub flows: usize,
+    pub aggregates: usize,
+    pub events: u64,
+    pub wall_seconds: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ScenarioResult {
+    pub name: String,
+    pub paper: String,
+    pub figure: String,
+    pub title: String,
+    pub quick_note: String,
+    pub claims: Vec<ClaimResult>,
+    pub runs: Vec<RunInfo>,
+    #[serde(skip)]
+    pub figures: Vec<Figure>,
+}
+
+impl ScenarioResult {
+    pub fn new(name: &str, spec: &PaperFile, quick: bool, claims: Vec<ClaimResult>, runs: Vec<(&Job, &RunResult)>) -> Self {
+        let figures = spec.figures.iter().enumerate().map(|(i, f)| figure(format!("{name}-{i}"), f, &runs)).collect();
+        ScenarioResult {
+            name: name.to_string(),
+            paper: spec.paper.clone(),
+            figure: spec.figure.clone(),
+            title: spec.title.clone(),
+            quick_note: if quick { spec.quick_note.clone() } else { String::new() },
+            claims,
+            runs: runs
+                .iter()
+                .map(|(j, r)| RunInfo {
+                    label: j.label.clone(),
+                    simulated_s: r.summary.simulated_s,
+                    flows: r.summary.flows.len(),
+                    aggregates: r.summary.aggregates.len(),
+                    events: r.summary.engine.events,
+                    wall_seconds: r.summary.engine.wall_seconds,
+                })
+                .collect(),
+            figures,
+        }
+    }
+}
+
+fn thin(sorted: Vec<f64>) -> Series {
+    let n = sorted.len();
+    let step = n.div_ceil(CDF_POINTS).max(1);
+    let mut x = Vec::new();
+    let mut y = Vec::new();
+    for i in (0..n).step_by(step).chain(n.checked_sub(1)) {
+        x.push(sorted[i]);
+        y.push((i + 1) as f64 / n as f64);
+    }
+    Series { label: String::new(), x, y }
+}
+
+fn figure(file: String, spec: &FigureSpec, runs: &[(&Job, &RunResult)]) -> Figure {
+    match spec {
+        FigureSpec::Cdf { title, data, runs: which } => {
+            let series = runs
+                .iter()
+                .filter(|(j, _)| which.as_ref().is_none_or(|w| w.contains(&j.label)))
+                .map(|(j, r)| {
+                    let all = Selector::default();
+                    let mut xs = match data {
+                        CdfData::Throughput => r.throughput_samples(&all, Span::default()),
+                        CdfData::Jain => r.jain_samples(&all, Span::default()),
+                    };
+                    xs.sort_by(f64::total_cmp);
+                    Series { label: j.label.clone(), ..thin(xs) }
+                })
+                .collect();
+            let xlabel = match data {
+                CdfData::Throughput => "aggregate throughput / rate (250 ms windows)",
+                CdfData::Jain => "Jain's index per window and aggregate",
+            };
+            Figure { file, title: title.clone(), kind: "cdf", xlabel: xlabel.into(), ylabel: "CDF".into(), series }
+        }
+        FigureSpec::Timeseries { title, run, select } => {
+            let (_, r) = runs.iter().find(|(j, _)| &j.label == run).expect("labels checked on load");
+            let times: Vec<f64> = (0..r.series.goodput_bps.len()).map(|w| (w + 1) as f64 * r.window_s).collect();
+            let series = (0..r.summary.flows.len())
+                .filter(|&id| r.flow_matches(id, select))
+                .take(16)
+                .map(|id| {
+                    let f = &r.summary.flows[id];
+                    Series {
+                        label: format!("flow {id} ({}, class {}, {} ms)", f.cc, r.classes[id], f.rtt_ms),
+                        x: times.clone(),
+                        y: r.series.goodput_bps.iter().map(|row| row[id] / 1e6).collect(),
+                    }
+                })
+                .collect();
+            Figure { file, title: title.clone(), kind: "lines", xlabel: "time (s)".into(), ylabel: "goodput (Mbit/s)".into(), series }
+        }
+        FigureSpec::Metric { title, metric, xlabel, select, groups } => {
+            let m = Metric::parse(metric).expect("checked on load");
+            let series = groups
+                .iter()
+                .map(|g| {
+                    let mut pts: Vec<(f64, f64)> = runs
+                        .iter()
+                        .filter(|(j, _)| j.label.starts_with(g.as_str()))
+                        .filter_map(|(j, r)| j.x.map(|x| (x, r.value(m, select, None, Span::default()))))
+                        .collect();
+                    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    Series { label: g.clone(), x: pts.iter().map(|p| p.0).collect(), y: pts.iter().map(|p| p.1).collect() }
+                })
+                .collect();
+            Figure { file, title: title.clone(), kind: "lines", xlabel: xlabel.clone(), ylabel: metric.clone(), series }
+        }
+    }
+}
+
+pub struct Outcome {
+    pub claims: usize,
+    pub passed: usize,
+    /// Why no PNG/SVG was drawn, if none was.
+    pub figures_skipped: Option<String>,
+}
+
+fn num(v: Option<f64>) -> String {
+    match v {
+        None => "n/a".into(),
+        Some(v) if v != 0.0 && (v.abs() >= 1e4 || v.abs() < 1e-3) => format!("{v:.3e}"),
+        Some(v) => format!("{v:.4}"),
+    }
+}
+
+fn paper_cell(c: &ClaimResult) -> String {
+    match (&c.paper, &c.paper_text) {
+        (Some(p), Some(t)) => format!("{} ({t})", num(Some(*p))),
+        (Some(p), None) => num(Some(*p)),
+        (None, Some(t)) => t.clone(),
+        (None, None) => String::new(),
+    }
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+pub fn write(out: &Path, scenarios: &[ScenarioResult], quick: bool, wall_s: f64) -> anyhow::Result<Outcome> {
+    let claims: usize = scenarios.iter().map(|s| s.claims.len()).sum();
+    let passed: usize = scenarios.iter().map(|s| s.claims.iter().filter(|c| c.pass).count()).sum();
+    let figdir = out.join("figures");
+    std::fs::create_dir_all(&figdir).with_context(|| format!("creating {}", figdir.display()))?;
+    for f in scenarios.iter().flat_map(|s| &s.figures) {
+        std::fs::write(figdir.join(format!("{}.json", f.file)), serde_json::to_string(f)? + "\n")?;
+    }
+    let figures_skipped = draw(out).err();
+
+    let json = serde_json::json!({
+        "ratekit_version": env!("CARGO_PKG_VERSION"),
+        "quick": quick,
+        "wall_seconds": wall_s,
+        "claims": claims,
+        "passed": passed,
+        "scenarios": scenarios,
+    });
+    atomic_write(&out.join("claims.json"), &(serde_json::to_string_pretty(&json)? + "\n"))?;
+
+    let mut md = String::new();
+    let mode = if quick { "quick (reduced scale; see each scenario's note)" } else { "full" };
+    writeln!(md, "# ratekit reproduce: the papers' claims\n")?;
+    writeln!(md, "Mode: {mode}. {passed} of {claims} claims hold. Wall time {wall_s:.0} s. Each tolerance was written in the")?;
+    writeln!(md, "scenario file (scenarios/paper/) before the run; docs/reproduce.md explains every mismatch.\n")?;
+    writeln!(md, "| scenario | paper | claims held |\n|---|---|---|")?;
+    for s in scenarios {
+        let ok = s.claims.iter().filter(|c| c.pass).count();
+        writeln!(md, "| [{}](#{}) | {} {} | {ok} / {} |", s.name, s.name, s.paper, s.figure, s.claims.len())?;
+    }
+    let mut html = String::from(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>ratekit reproduce</title><style>\
+         body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse}\
+         td,th{border:1px solid #bbb;padding:3px 6px;font-size:90%}.pass{background:#dfd}.fail{background:#fdd}\
+         img{max-width:100%}</style></head><body>\n",
+    );
+    writeln!(html, "<h1>ratekit reproduce: the papers' claims</h1><p>Mode: {mode}. {passed} of {claims} claims hold. Wall time {wall_s:.0} s.</p>")?;
+    for s in scenarios {
+        writeln!(md, "\n## {}\n\n{} {}: {}", s.name, s.paper, s.figure, s.title)?;
+        writeln!(html, "<h2 id=\"{0}\">{0}</h2><p>{1} {2}: {3}</p>", esc(&s.name), esc(&s.paper), esc(&s.figure), esc(&s.title))?;
+        if !s.quick_note.is_empty() {
+            writeln!(md, "\nQuick mode: {}", s.quick_note)?;
+            writeln!(html, "<p><i>Quick mode: {}</i></p>", esc(&s.quick_note))?;
+        }
+        writeln!(md, "\n| claim | metric | run | paper | ratekit | tolerance | result | note |\n|---|---|---|---|---|---|---|---|")?;
+        writeln!(html, "<table><tr><th>claim</th><th>metric</th><th>run</th><th>paper</th><th>ratekit</th><th>tolerance</th><th>result</th><th>note</th></tr>")?;
+        for c in &s.claims {
+            let run = match (&c.run, &c.over_run) {
+                (Some(r), Some(o)) => format!("{r} / {o}"),
+                (Some(r), None) => r.clone(),
+                _ => String::new(),
+            };
+            let verdict = if c.pass { "pass" } else { "FAIL" };
+            writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} | {verdict} | {} |",
+                c.name,
+                c.metric,
+                run,
+                paper_cell(c),
+                num(c.ratekit),
+                c.tolerance_text,
+                c.note.replace('|', "/").replace('\n', " ")
+            )?;
+            writeln!(
+                html,
+                "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{verdict}</td><td>{}</td></tr>",
+                if c.pass { "pass" } else { "fail" },
+                esc(&c.name),
+                esc(&c.metric),
+                esc(&run),
+                esc(&paper_cell(c)),
+                num(c.ratekit),
+                esc(&c.tolerance_text),
+                esc(&c.note)
+            )?;
+        }
+        writeln!(html, "</table>")?;
+        for f in &s.figures {
+            writeln!(md, "\n![{}](figures/{}.png) ([SVG](figures/{}.svg))", f.title, f.file, f.file)?;
+            writeln!(html, "<p><img src=\"figures/{}.svg\" alt=\"{}\"></p>", f.file, esc(&f.title))?;
+        }
+        let runs: Vec<String> =
+            s.runs.iter().map(|r| format!("{} ({:.0} s simulated, {} flows, {:.1} s wall)", r.label, r.simulated_s, r.flows, r.wall_seconds)).collect();
+        writeln!(md, "\nRuns: {}.", runs.join("; "))?;
+    }
+    if let Some(why) = &figures_skipped {
+        writeln!(md, "\nFigures were not drawn: {why}. Their data is in figures/*.json.")?;
+        writeln!(html, "<p>Figures were not drawn: {}.</p>", esc(why))?;
+    }
+    html.push_str("</body></html>\n");
+    atomic_write(&out.join("report.md"), &md)?;
+    atomic_write(&out.join("report.html"), &html)?;
+    Ok(Outcome { claims, passed, figures_skipped })
+}
+
+fn atomic_write(path: &Path, text: &str) -> anyhow::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
+}
+
+/// The interpreters tried, in order: `RATEKIT_PYTHON`, then `python3` on PATH, then the
+/// system's (Debian's python3-matplotlib lives there even when PATH leads to a pyenv one).
+fn pythons() -> Vec<String> {
+    let mut v: Vec<String> = std::env::var("RATEKIT_PYTHON").into_iter().collect();
+    v.extend(["python3".to_string(), "/usr/bin/python3".to_string()]);
+    v
+}
+
+/// Draws figures/*.json to PNG and SVG with the built-in plot script; the error says why not.
+fn draw(out: &Path) -> Result<(), String> {
+    let mut last = String::from("no python3 found; run scripts/setup.d/70-reproduce.sh");
+    for py in pythons() {
+        match draw_with(&py, out) {
+            Ok(()) => return Ok(()),
+            Err(e) => last = format!("{py}: {e}"),
+        }
+    }
+    Err(last)
+}
+
+fn draw_with(python: &str, out: &Path) -> Result<(), String> {
+    use std::io::Write;
+    let mut child = std::process::Command::new(python)
+        .arg("-")
+        .arg(out.join("figures"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run it ({e}); run scripts/setup.d/70-reproduce.sh"))?;
+    child
+        .stdin
+        .take()
+        .expect("piped")
+        .write_all(PLOT_SCRIPT.as_bytes())
+        .map_err(|e| format!("writing the plot script: {e}"))?;
+    let o = child.wait_with_output().map_err(|e| e.to_string())?;
+    if o.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&o.stderr).trim().lines().last().unwrap_or("failed").to_string())
+    }
+}

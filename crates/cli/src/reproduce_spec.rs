@@ -1,0 +1,301 @@
+//! The paper-scenario file of `ratekit reproduce` (scenarios/paper/*.toml; docs/reproduce.md):
+//! a `[base]` simulation scenario (the `ratekit sim` format), `[[runs]]` that each override
+//! fields of it (one per enforcer or parameter value), `[quick]` overrides for `--quick`, the
+//! `[[claims]]` with the paper's number and a tolerance fixed before any run, and `[[figures]]`.
+
+use crate::sim_sweep;
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use toml::Value;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PaperFile {
+    /// Which paper: "000" .. "004" (the seeds' index).
+    pub paper: String,
+    /// The figure or table reproduced, as the paper names it.
+    pub figure: String,
+    pub title: String,
+    /// What `--quick` changes, in words (the overrides themselves are `quick`).
+    #[serde(default)]
+    pub quick_note: String,
+    /// Dotted field path → value, applied to the base (after a run's `set`) with `--quick`.
+    #[serde(default)]
+    pub quick: toml::Table,
+    /// A simulation scenario (docs/simulator.md) every run starts from.
+    pub base: Value,
+    /// Without runs the base is run once, labelled "main".
+    #[serde(default)]
+    pub runs: Vec<RunSpec>,
+    pub claims: Vec<Claim>,
+    #[serde(default)]
+    pub figures: Vec<FigureSpec>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSpec {
+    pub label: String,
+    /// Dotted field path → value, applied to the base.
+    #[serde(default)]
+    pub set: toml::Table,
+    /// Applied after `set` and the file's `quick` with `--quick`.
+    #[serde(default)]
+    pub quick: toml::Table,
+    /// Where this run sits on a `metric` figure's x axis (e.g. the flow count).
+    #[serde(default)]
+    pub x: Option<f64>,
+}
+
+/// Which flows a metric looks at. Empty = all flows.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Selector {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cc: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<u16>,
+    /// Flow ids (in the order flows are listed, aggregates first to last).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flows: Option<Vec<u32>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aggregate: Option<u32>,
+}
+
+/// The claim holds when every given bound holds for ratekit's number v against the paper's p:
+/// |v − p| ≤ abs, |v − p| ≤ rel·|p|, v ≥ min, v ≤ max.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Tolerance {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abs: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rel: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+}
+
+impl Tolerance {
+    /// `abs` and `rel` need the paper's number; without one they cannot hold.
+    pub fn holds(&self, v: f64, paper: Option<f64>) -> bool {
+        let paper = paper.unwrap_or(f64::NAN);
+        v.is_finite()
+            && self.abs.is_none_or(|a| (v - paper).abs() <= a)
+            && self.rel.is_none_or(|r| (v - paper).abs() <= r * paper.abs())
+            && self.min.is_none_or(|m| v >= m)
+            && self.max.is_none_or(|m| v <= m)
+    }
+
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(a) = self.abs {
+            parts.push(format!("±{a}"));
+        }
+        if let Some(r) = self.rel {
+            parts.push(format!("±{}%", r * 100.0));
+        }
+        if let Some(m) = self.min {
+            parts.push(format!("≥ {m}"));
+        }
+        if let Some(m) = self.max {
+            parts.push(format!("≤ {m}"));
+        }
+        parts.join(", ")
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Claim {
+    pub name: String,
+    /// See `reproduce_metrics::Metric` (e.g. "throughput_p99", "jain_mean", "share").
+    pub metric: String,
+    /// The run measured (default: the only run).
+    #[serde(default)]
+    pub run: Option<String>,
+    /// Divide by the same metric measured in this run.
+    #[serde(default)]
+    pub over_run: Option<String>,
+    #[serde(default)]
+    pub select: Selector,
+    /// The denominator's flows for "share" (default: all flows of the run) and "ratio".
+    #[serde(default)]
+    pub over: Option<Selector>,
+    /// Window range in seconds of simulated time (default: after the warm-up to the end).
+    #[serde(default)]
+    pub from: Option<f64>,
+    #[serde(default)]
+    pub to: Option<f64>,
+    /// The paper's number, where its text or a table gives one.
+    #[serde(default)]
+    pub paper: Option<f64>,
+    /// What the paper shows where it gives no number (read off a figure or stated in words);
+    /// the tolerance then says, in advance, what counts as agreeing.
+    #[serde(default)]
+    pub paper_text: Option<String>,
+    pub tolerance: Tolerance,
+    pub note: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum FigureSpec {
+    /// CDF per run of the windows' normalised aggregate throughput or Jain's index.
+    Cdf {
+        title: String,
+        data: CdfData,
+        #[serde(default)]
+        runs: Option<Vec<String>>,
+    },
+    /// Per-flow goodput over time in one run, one line per selected flow.
+    Timeseries {
+        title: String,
+        run: String,
+        #[serde(default)]
+        select: Selector,
+    },
+    /// One metric per run against the runs' `x`.
+    Metric {
+        title: String,
+        metric: String,
+        xlabel: String,
+        #[serde(default)]
+        select: Selector,
+        /// Runs whose label starts with one of these prefixes, one line per prefix.
+        groups: Vec<String>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum CdfData {
+    Throughput,
+    Jain,
+}
+
+/// One simulation to run: a validated scenario and where it came from.
+pub struct Job {
+    pub file: usize,
+    pub label: String,
+    pub x: Option<f64>,
+    pub resolved: ratekit_sim::Resolved,
+}
+
+/// A paper file with its name (the file stem, what `--only` matches).
+pub struct Loaded {
+    pub name: String,
+    pub spec: PaperFile,
+}
+
+/// Reads every `*.toml` in `dir`, sorted by name, keeping those whose stem contains one of
+/// `only` (all when `only` is empty).
+pub fn load_dir(dir: &Path, only: &[String]) -> anyhow::Result<Vec<Loaded>> {
+    let mut paths: Vec<_> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    paths.sort();
+    let mut out = Vec::new();
+    for p in paths {
+        let name = p.file_stem().expect("a .toml file has a stem").to_string_lossy().to_string();
+        if !only.is_empty() && !only.iter().any(|o| name.contains(o.as_str())) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
+        let spec: PaperFile = toml::from_str(&text).with_context(|| format!("{}", p.display()))?;
+        check(&spec).with_context(|| format!("{}", p.display()))?;
+        out.push(Loaded { name, spec });
+    }
+    if out.is_empty() {
+        bail!("no scenario in {} matches {:?}", dir.display(), only);
+    }
+    Ok(out)
+}
+
+fn check(spec: &PaperFile) -> anyhow::Result<()> {
+    let labels = run_labels(spec);
+    let known = |field: &str, l: &Option<String>| -> anyhow::Result<()> {
+        match l {
+            Some(l) if !labels.contains(l) => bail!("{field}: no run labelled '{l}' (runs: {labels:?})"),
+            None if labels.len() > 1 && field.ends_with(".run") => {
+                bail!("{field}: missing; the file has several runs ({labels:?})")
+            }
+            _ => Ok(()),
+        }
+    };
+    for (i, c) in spec.claims.iter().enumerate() {
+        known(&format!("claims[{i}].run"), &c.run)?;
+        known(&format!("claims[{i}].over_run"), &c.over_run)?;
+        crate::reproduce_metrics::Metric::parse(&c.metric).with_context(|| format!("claims[{i}].metric"))?;
+        let t = &c.tolerance;
+        if t.abs.is_none() && t.rel.is_none() && t.min.is_none() && t.max.is_none() {
+            bail!("claims[{i}].tolerance: give at least one of abs, rel, min, max");
+        }
+        if c.paper.is_none() && (c.paper_text.is_none() || t.abs.is_some() || t.rel.is_some()) {
+            bail!("claims[{i}]: without the paper's number give paper_text and a min/max tolerance");
+        }
+    }
+    for (i, f) in spec.figures.iter().enumerate() {
+        match f {
+            FigureSpec::Cdf { runs: Some(rs), .. } => {
+                for r in rs {
+                    known(&format!("figures[{i}].runs"), &Some(r.clone()))?;
+                }
+            }
+            FigureSpec::Timeseries { run, .. } => known(&format!("figures[{i}].run"), &Some(run.clone()))?,
+            FigureSpec::Metric { metric, .. } => {
+                crate::reproduce_metrics::Metric::parse(metric).with_context(|| format!("figures[{i}].metric"))?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+pub fn run_labels(spec: &PaperFile) -> Vec<String> {
+    if spec.runs.is_empty() {
+        vec!["main".to_string()]
+    } else {
+        spec.runs.iter().map(|r| r.label.clone()).collect()
+    }
+}
+
+/// Applies `overrides` (dotted path → value) to `doc`, through the sweep expander so that a
+/// mistyped path is an error rather than a new key.
+fn apply(doc: &Value, overrides: &toml::Table) -> Result<Value, String> {
+    if overrides.is_empty() {
+        return Ok(doc.clone());
+    }
+    let mut d = doc.clone();
+    let sweep: toml::Table = overrides.iter().map(|(k, v)| (k.clone(), Value::Array(vec![v.clone()]))).collect();
+    d.as_table_mut().ok_or("base: must be a table")?.insert("sweep".into(), Value::Table(sweep));
+    let mut points = sim_sweep::expand(&d)?;
+    Ok(points.remove(0).value)
+}
+
+/// The validated simulations of every loaded file, in file then run order.
+pub fn jobs(files: &[Loaded], quick: bool) -> anyhow::Result<Vec<Job>> {
+    let mut out = Vec::new();
+    for (fi, f) in files.iter().enumerate() {
+        let single = [RunSpec { label: "main".into(), set: toml::Table::new(), quick: toml::Table::new(), x: None }];
+        let runs = if f.spec.runs.is_empty() { &single[..] } else { &f.spec.runs[..] };
+        for r in runs {
+            let what = format!("{} run '{}'", f.name, r.label);
+            let mut doc = apply(&f.spec.base, &r.set).map_err(|e| anyhow::anyhow!("{what}: set: {e}"))?;
+            if quick {
+                doc = apply(&doc, &f.spec.quick).map_err(|e| anyhow::anyhow!("{what}: quick: {e}"))?;
+                doc = apply(&doc, &r.quick).map_err(|e| anyhow::anyhow!("{what}: runs.quick: {e}"))?;
+            }
+            if let Some(t) = doc.as_table_mut() {
+                t.insert("name".into(), Value::String(format!("{}/{}", f.name, r.label)));
+            }
+            let resolved = ratekit_sim::scenario::from_value(doc, &what)?;
+            out.push(Job { file: fi, label: r.label.clone(), x: r.x, resolved });
+        }
+    }
+    Ok(out)
+}
