@@ -197,7 +197,27 @@ pub fn load(path: &Path) -> Result<Resolved, ScenarioError> {
 /// Parses and validates scenario text; `file` names it in errors.
 pub fn parse(text: &str, file: &str) -> Result<Resolved, ScenarioError> {
     let sc: Scenario = toml::from_str(text).map_err(|e| toml_error(text, file, e))?;
+    // The enforcer tables are kept as raw values in `Scenario`; type them here too so that
+    // their errors carry a position (and so a field name).
+    toml::from_str::<TypedEnforcers>(text).map_err(|e| toml_error(text, file, e))?;
     resolve(sc, file)
+}
+
+#[derive(Deserialize)]
+struct TypedEnforcers {
+    #[serde(default)]
+    #[allow(dead_code)]
+    enforcer: Option<EnforcerConfig>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    aggregates: Vec<TypedAggregate>,
+}
+
+#[derive(Deserialize)]
+struct TypedAggregate {
+    #[serde(default)]
+    #[allow(dead_code)]
+    enforcer: Option<EnforcerConfig>,
 }
 
 /// Validates a scenario given as a TOML value (one point of a sweep).
@@ -208,36 +228,79 @@ pub fn from_value(value: toml::Value, file: &str) -> Result<Resolved, ScenarioEr
 }
 
 fn toml_error(text: &str, file: &str, e: toml::de::Error) -> ScenarioError {
-    let field = e.span().map(|s| key_path_at(text, s.start)).unwrap_or_else(|| "(scenario)".into());
-    ScenarioError { file: file.into(), field, message: e.message().to_string() }
+    let message = e.message().trim().to_string();
+    let field = match e.span() {
+        Some(s) => {
+            let mut field = key_path_at(text, s.start);
+            // A whole table is blamed when serde buffered it (tagged enums such as the enforcer):
+            // name the key that the message is about, if one can be found.
+            let body = &text[s.start.min(text.len())..s.end.min(text.len())];
+            if body.contains('\n') {
+                if let Some(k) = key_named_in(body, &message) {
+                    field = format!("{field}.{k}");
+                }
+            }
+            field
+        }
+        None => "(scenario)".into(),
+    };
+    ScenarioError { file: file.into(), field, message }
 }
 
-/// The dotted key path of the TOML key at or before `offset` (table header + key), best effort.
+/// The key of a `key = value` line in `body` whose name (in backticks) or value the message
+/// quotes.
+fn key_named_in(body: &str, message: &str) -> Option<String> {
+    body.lines().filter_map(|l| l.split_once('=')).find_map(|(k, v)| {
+        let k = k.trim();
+        let v = v.trim().trim_matches('"');
+        let quoted = message.contains(&format!("`{k}`")) || (!v.is_empty() && message.contains(&format!("'{v}'")));
+        quoted.then(|| k.to_string())
+    })
+}
+
+/// The dotted key path of the TOML key at or before `offset` (table header, the line's key,
+/// and the innermost `key =` of an inline table before the offset), best effort.
 fn key_path_at(text: &str, offset: usize) -> String {
-    let before = &text[..offset.min(text.len())];
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let offset = offset.min(text.len());
+    let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
     let line_end = text[line_start..].find('\n').map_or(text.len(), |i| line_start + i);
     let line = &text[line_start..line_end];
-    let key = if line.trim_start().starts_with('[') {
-        String::new()
+    let mut parts: Vec<String> = Vec::new();
+    if let Some(h) = text[..line_start].lines().rev().find(|l| l.trim_start().starts_with('[')) {
+        parts.push(h.trim().trim_matches(['[', ']']).trim().to_string());
+    }
+    if line.trim_start().starts_with('[') {
+        parts = vec![line.trim().trim_matches(['[', ']']).trim().to_string()];
+    } else if let Some((first, _)) = line.split_once('=') {
+        parts.push(first.trim().trim_matches('"').to_string());
+        // The innermost key of an inline table that precedes the offending value.
+        let upto = &text[line_start..offset.max(line_start)];
+        if let Some(eq) = upto.rfind('=') {
+            let inner = upto[..eq].trim_end();
+            let key: String = inner
+                .chars()
+                .rev()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '-')
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            if !key.is_empty() && parts.last() != Some(&key) {
+                parts.push(key);
+            }
+        }
+    }
+    parts.retain(|p| !p.is_empty());
+    if parts.is_empty() {
+        "(scenario)".into()
     } else {
-        line.split('=').next().unwrap_or("").trim().to_string()
-    };
-    let header = text[..line_start]
-        .lines()
-        .rev()
-        .find(|l| l.trim_start().starts_with('['))
-        .map(|l| l.trim().trim_matches(['[', ']']).trim().to_string());
-    match (header, key.is_empty()) {
-        (Some(h), false) => format!("{h}.{key}"),
-        (Some(h), true) => h,
-        (None, false) => key,
-        (None, true) => line.trim().trim_matches(['[', ']']).to_string(),
+        parts.join(".")
     }
 }
 
 fn resolve(sc: Scenario, file: &str) -> Result<Resolved, ScenarioError> {
     let err = |field: String, message: String| ScenarioError { file: file.into(), field, message };
+
     if sc.duration.0 == 0 {
         return Err(err("duration".into(), "must be greater than zero".into()));
     }
@@ -257,7 +320,7 @@ fn resolve(sc: Scenario, file: &str) -> Result<Resolved, ScenarioError> {
             err(f("enforcer"), "no enforcer: give the aggregate an [enforcer] table or set a top-level one".into())
         })?;
         let enforcer = EnforcerConfig::deserialize(raw.clone())
-            .map_err(|e| err(f("enforcer"), e.to_string()))?;
+            .map_err(|e| err(f("enforcer"), e.message().trim().to_string()))?;
         enforcer.validate().map_err(|e| err(f(&format!("enforcer.{}", e.field)), e.message))?;
         let rate = match a.rate {
             Some(r) => r,

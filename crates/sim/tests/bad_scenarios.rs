@@ -1,0 +1,51 @@
+//! Impossible scenarios are rejected before running, and every error names the file and field.
+
+fn err(text: &str) -> ratekit_sim::ScenarioError {
+    match ratekit_sim::parse(text, "bad.toml") {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(e) => e,
+    }
+}
+
+const GOOD: &str = r#"
+duration = "1s"
+[enforcer]
+kind = "token_bucket"
+rate = "10mbit"
+burst = "50kb"
+[[aggregates]]
+flows = [{ cc = "bbr", rtt = "10ms" }]
+"#;
+
+#[test]
+fn the_reference_scenario_is_valid() {
+    let r = ratekit_sim::parse(GOOD, "good.toml").unwrap();
+    assert_eq!(r.aggregates[0].rate.bits_per_sec(), 10_000_000, "rate defaults to the enforcer's");
+}
+
+#[test]
+fn errors_name_file_and_field() {
+    let cases: [(&str, &str, &str); 9] = [
+        ("zero rate", &GOOD.replace("rate = \"10mbit\"", "rate = \"0mbit\""), "enforcer.rate"),
+        ("zero aggregate rate", &GOOD.replace("[[aggregates]]", "[[aggregates]]\nrate = 0"), "aggregates.rate"),
+        ("negative delay", &GOOD.replace("rtt = \"10ms\"", "rtt = \"-10ms\""), "aggregates.flows.rtt"),
+        ("unknown cc", &GOOD.replace("cc = \"bbr\"", "cc = \"bbr3\""), "aggregates.flows.cc"),
+        ("aggregate without enforcer", &GOOD.replace("[enforcer]\nkind = \"token_bucket\"\nrate = \"10mbit\"\nburst = \"50kb\"\n", ""), "aggregates[0].enforcer"),
+        ("unknown field", &GOOD.replace("duration", "durashun"), "durashun"),
+        ("zero duration", &GOOD.replace("\"1s\"", "\"0s\""), "duration"),
+        ("loss of 1", &GOOD.replace("[[aggregates]]", "[[aggregates]]\nloss = 1.0"), "aggregates[0].loss"),
+        ("start after the end", &GOOD.replace("rtt = \"10ms\"", "rtt = \"10ms\", start = \"2s\""), "aggregates[0].flows[0].start"),
+    ];
+    for (what, text, field) in cases {
+        let e = err(text);
+        assert_eq!(e.file, "bad.toml", "{what}");
+        assert!(e.field.contains(field), "{what}: field '{}' should name '{field}' ({e})", e.field);
+        assert!(e.to_string().starts_with("bad.toml: "), "{what}: {e}");
+    }
+}
+
+#[test]
+fn a_missing_file_is_named() {
+    let Err(e) = ratekit_sim::load(std::path::Path::new("/nonexistent/x.toml")) else { panic!("loaded") };
+    assert!(e.to_string().contains("/nonexistent/x.toml"), "{e}");
+}
