@@ -11,6 +11,7 @@ use crate::csv_io::{flow_key, ArrivalReader, AtomicFile, InputError, Row, OUTPUT
 use crate::summary::{Accounting, Summary};
 use anyhow::{bail, Context};
 use csv::StringRecord;
+use ratekit_core::aggregates::{Aggregates, ConfigFactory};
 use ratekit_core::config::Enforcer;
 use ratekit_core::{
     AnyPolicer, AnyQueue, DropReason, Dropped, EnforcerConfig, Instant, Packet, Policer, QueueDiscipline, Rate,
@@ -156,7 +157,8 @@ impl<Q: QueueDiscipline> Lines<Q> {
 }
 
 enum Enforcers {
-    Policers(Vec<AnyPolicer>),
+    /// Core's multi-aggregate container, keyed by the dense aggregate index.
+    Policers(Aggregates<AnyPolicer, ConfigFactory>),
     Queues(Lines<AnyQueue>),
 }
 
@@ -174,7 +176,7 @@ impl<T> Engine<T> {
     /// enforcer, e.g. a queueing kind that needs `link_rate` without one.
     pub fn new(config: EnforcerConfig, link_rate: Option<Rate>) -> anyhow::Result<Self> {
         let enforcers = match build(&config, link_rate)? {
-            Enforcer::Policer(p) => Enforcers::Policers(vec![p]),
+            Enforcer::Policer(_) => Enforcers::Policers(Aggregates::new(ConfigFactory::new(config.clone())?)),
             Enforcer::Queue(q) => Enforcers::Queues(Lines {
                 lines: vec![Line::new(q)],
                 link_rate,
@@ -196,10 +198,7 @@ impl<T> Engine<T> {
         let agg = a.aggregate as usize;
         match &mut self.enforcers {
             Enforcers::Policers(ps) => {
-                if agg == ps.len() {
-                    ps.push(self.config.build_policer()?);
-                }
-                let outcome = match ps[agg].on_arrival(a.time, &pkt) {
+                let outcome = match ps.on_arrival(a.time, &pkt) {
                     ratekit_core::Verdict::Pass => Outcome::Pass { departure: None },
                     ratekit_core::Verdict::Drop(r) => Outcome::Drop(r),
                 };
