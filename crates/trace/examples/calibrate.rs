@@ -20,6 +20,7 @@ fn main() {
     let bursts = [8_000u64, 100_000, 1_000_000, 2_000_000];
     let (mut pol, mut small, mut multi) = (Vec::new(), Vec::new(), Vec::new());
     let (mut dt, mut dt_min, mut dt_multi, mut rl) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut dt_agg = Vec::new();
     for seed in 0..seeds {
         for &r in &rates {
             for &b in &bursts {
@@ -29,7 +30,9 @@ fn main() {
                 } else {
                     pol.push(sc.clone());
                 }
-                multi.push(Scenario { flows: 3, ..sc });
+                if b >= 10_000 {
+                    multi.push(Scenario { flows: 3, ..sc });
+                }
             }
             for &q in &[8_000u64, 32_000, 100_000, 1_000_000] {
                 let sc = Scenario::new(Path::DropTail { rate: Rate::from_mbps(r), queue: q }, seed);
@@ -38,7 +41,8 @@ fn main() {
                 } else {
                     dt.push(sc.clone());
                 }
-                dt_multi.push(Scenario { cross_flows: 2, ..sc });
+                dt_multi.push(Scenario { cross_flows: 2, ..sc.clone() });
+                dt_agg.push(Scenario { flows: 3, ..sc });
             }
         }
         for &p in &[0.01, 0.02] {
@@ -47,11 +51,13 @@ fn main() {
     }
     classes.push(("A policing", pol, true));
     classes.push(("B policing 8kB bucket", small, true));
-    classes.push(("C policing 3 flows", multi, true));
+    classes.push(("C policing 3 flows, per-client aggregate", multi.clone(), true));
+    classes.push(("c policing 3 flows, single-flow segments", multi, true));
     classes.push(("E drop-tail", dt, false));
     classes.push(("F random loss", rl, false));
     classes.push(("G drop-tail 8kB queue", dt_min, false));
     classes.push(("H drop-tail + cross traffic", dt_multi, false));
+    classes.push(("h drop-tail, 3 flows, per-client aggregate", dt_agg, false));
     for (name, scenarios, truth) in classes {
         let (mut right, mut judged) = (0, 0);
         for sc in &scenarios {
@@ -61,7 +67,7 @@ fn main() {
             if marked as u64 != trace.drops && !aggregate_class(name) {
                 println!("  {name} {:?}: {marked} packets marked lost, {} dropped", sc.path, trace.drops);
             }
-            let aggregate = name.starts_with('C');
+            let aggregate = aggregate_class(name);
             for row in report
                 .iter()
                 .filter(|r| r.judgement.losses >= opts.params.min_losses && (r.direction == "aggregate") == aggregate)
@@ -92,5 +98,5 @@ fn main() {
 }
 
 fn aggregate_class(name: &str) -> bool {
-    name.starts_with('C')
+    name.ends_with("aggregate")
 }

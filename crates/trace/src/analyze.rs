@@ -6,7 +6,7 @@
 //! periods where they overlap in time; a period with at least two flows is run through the same
 //! detector over the merged packet sequence, so the tokens every flow consumed are accounted for.
 
-use crate::detector::{judge, Judgement, Params};
+use crate::detector::{judge, judge_aggregate, Judgement, Params};
 use crate::flow::{AckEvent, DataPkt, Direction, RttSample, Segment, Tracker};
 use crate::reader::{read_tcp, ReadError, ReadStats};
 use std::collections::HashMap;
@@ -148,7 +148,7 @@ fn aggregate_rows(client: IpAddr, mut data: ClientData, params: &Params, rows: &
                 segment: period.to_string(),
                 direction: "aggregate",
                 client: client.to_string(),
-                judgement: judge(&pkts, &rtts, &acks, params),
+                judgement: judge_aggregate(&pkts, &rtts, &acks, params),
             });
             period += 1;
         }

@@ -136,6 +136,19 @@ impl Judgement {
 
 /// Judges one segment: its data packets in send order, its RTT samples and ACK arrivals.
 pub fn judge(pkts: &[DataPkt], rtts: &[RttSample], acks: &[AckEvent], params: &Params) -> Judgement {
+    judge_inner(pkts, rtts, acks, params, false)
+}
+
+/// Judges the merged packets of several flows towards one client (beyond the paper). Flows start
+/// and stop independently, so the aggregate idles below the rate at times and a real bucket
+/// stops filling at its capacity; the paper's uncapped t_p would then predict tokens that never
+/// existed. Here the simulated bucket is capped at the burst seen before the first loss (an
+/// upper bound on the bucket: it also holds the tokens earned while that burst was sent).
+pub fn judge_aggregate(pkts: &[DataPkt], rtts: &[RttSample], acks: &[AckEvent], params: &Params) -> Judgement {
+    judge_inner(pkts, rtts, acks, params, true)
+}
+
+fn judge_inner(pkts: &[DataPkt], rtts: &[RttSample], acks: &[AckEvent], params: &Params, capped: bool) -> Judgement {
     let lost: Vec<usize> = (0..pkts.len()).filter(|&i| pkts[i].lost()).collect();
     let burst_bytes = pkts[..lost.first().copied().unwrap_or(pkts.len())]
         .iter()
@@ -164,7 +177,9 @@ pub fn judge(pkts: &[DataPkt], rtts: &[RttSample], acks: &[AckEvent], params: &P
         return j;
     };
     let p10 = percentile(&rtt_sorted, 0.1).unwrap_or(rtt_med);
-    let ctx = Context { pkts, rtts, rtt_med, rtt_p10: p10, params };
+    let mtu = pkts.iter().map(|p| p.ip_len).max().unwrap_or(1500) as f64;
+    let cap = capped.then(|| (burst_bytes as f64).max(2.0 * mtu));
+    let ctx = Context { pkts, rtts, rtt_med, rtt_p10: p10, params, cap };
     let first = ctx.run(&lost);
     j.rate_bps = first.rate.map(|r| r * 8.0);
     j.reason = first.reason;
@@ -192,6 +207,8 @@ struct Context<'a> {
     rtt_med: u64,
     rtt_p10: u64,
     params: &'a Params,
+    /// Bucket capacity for the simulated token count; None = the paper's unbounded t_p − t_u.
+    cap: Option<f64>,
 }
 
 struct PassResult {
@@ -217,15 +234,20 @@ impl Context<'_> {
         // Lines 2-10.
         let mut l_loss = Vec::with_capacity(lost.len());
         let mut l_pass = Vec::with_capacity(window.len());
-        let mut used = 0.0f64;
+        // t_a = t_p − t_u, kept as a running balance so that it can be capped.
+        let mut available = 0.0f64;
+        let mut t_prev = t0;
         for p in window {
-            let produced = rate * (p.t_ns - t0) as f64 * 1e-9;
-            let available = produced - used;
+            available += rate * (p.t_ns - t_prev) as f64 * 1e-9;
+            t_prev = p.t_ns;
+            if let Some(cap) = self.cap {
+                available = available.min(cap);
+            }
             if p.lost() {
                 l_loss.push(available);
             } else {
                 l_pass.push(available);
-                used += p.ip_len as f64;
+                available -= p.ip_len as f64;
             }
         }
         if l_pass.len() < self.params.min_pass_samples {
@@ -344,5 +366,50 @@ fn median_f(v: &mut [f64]) -> f64 {
         v[n / 2]
     } else {
         (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pkt(t_ms: f64, lost: bool) -> DataPkt {
+        DataPkt { t_ns: (t_ms * 1e6) as u64, seq: 0, payload: 1448, ip_len: 1500, flags: if lost { crate::flow::LOST } else { 0 } }
+    }
+
+    #[test]
+    fn doubling_window_is_one_to_two_packets_per_rtt() {
+        // 20 ms RTT, policed at 1.5 packets per RTT: windows of 1 and 2 packets alternate.
+        let mut pkts = Vec::new();
+        for round in 0..60 {
+            let t = round as f64 * 20.0;
+            pkts.push(pkt(t, false));
+            if round % 3 == 2 {
+                pkts.push(pkt(t + 0.1, true));
+            }
+        }
+        let lost: Vec<usize> = (0..pkts.len()).filter(|&i| pkts[i].lost()).collect();
+        let rate = 1.5 * 1500.0 / 0.02;
+        assert_eq!(pattern(&pkts, &lost, rate, 20_000_000, 20_000_000), Pattern::DoublingWindow);
+        // The same trace with ten times the RTT is no longer near one packet per RTT.
+        assert_ne!(pattern(&pkts, &lost, rate, 200_000_000, 200_000_000), Pattern::DoublingWindow);
+    }
+
+    #[test]
+    fn staircase_needs_bursts_well_above_the_rate() {
+        // Bursts of 40 packets within 2 ms every 500 ms, at 100 ms RTT, policed at 20 packets
+        // per 500 ms: the sender runs far above the rate before each loss episode.
+        let mut pkts = Vec::new();
+        for ep in 0..10 {
+            for k in 0..40 {
+                pkts.push(pkt(ep as f64 * 500.0 + k as f64 * 0.05, k >= 20));
+            }
+        }
+        let lost: Vec<usize> = (0..pkts.len()).filter(|&i| pkts[i].lost()).collect();
+        let rate = 20.0 * 1500.0 / 0.5;
+        assert_eq!(pattern(&pkts, &lost, rate, 100_000_000, 100_000_000), Pattern::Staircase);
+        // Spread the same packets evenly: a congestion-avoidance-like approach to the rate.
+        let even: Vec<DataPkt> = pkts.iter().enumerate().map(|(i, p)| DataPkt { t_ns: i as u64 * 25_000_000, ..*p }).collect();
+        assert_eq!(pattern(&even, &lost, rate, 100_000_000, 100_000_000), Pattern::CongestionAvoidance);
     }
 }
