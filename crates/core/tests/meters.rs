@@ -148,3 +148,66 @@ fn configs_parse_and_validate() {
     let c = EnforcerConfig::from_toml("kind = \"srtcm\"\ncir = \"10mbit\"\ncbs = 1500\n").unwrap();
     assert!(matches!(c, EnforcerConfig::Srtcm(SrTcmConfig { ebs, .. }) if ebs.0 == 0));
 }
+
+mod bounds {
+    use super::*;
+    use proptest::prelude::*;
+
+    const NS: u128 = 1_000_000_000;
+
+    fn arrivals() -> impl Strategy<Value = Vec<(u64, u32, u16)>> {
+        prop::collection::vec((0u64..3_000_000, 1u32..3000, 0u16..3), 1..150).prop_map(|gaps| {
+            let mut t = 0;
+            gaps.into_iter().map(|(g, len, class)| { t += g; (t, len, class) }).collect()
+        })
+    }
+
+    /// Bytes of the selected colours over every window [t_i, t_j] ≤ burst + rate·(t_j − t_i).
+    fn check(log: &[(u64, u32, Colour)], select: impl Fn(Colour) -> bool, burst: u64, rate: u64) -> Result<(), TestCaseError> {
+        for i in 0..log.len() {
+            let mut acc = 0u128;
+            for &(t, len, c) in &log[i..] {
+                if select(c) { acc += len as u128; }
+                prop_assert!(acc * NS <= burst as u128 * NS + rate as u128 * (t - log[i].0) as u128);
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, rng_seed: proptest::test_runner::RngSeed::Fixed(0x2697), ..ProptestConfig::default() })]
+
+        /// RFC 2697: green is bounded by (CIR, CBS), green + yellow by (CIR, CBS + EBS).
+        #[test]
+        fn srtcm_colour_bounds(arr in arrivals(), cir in 1_000u64..2_000_000, cbs in 1u64..20_000, ebs in 0u64..20_000, aware: bool) {
+            let mut cfg = SrTcmConfig::new(Rate(cir), cbs, ebs);
+            cfg.colour_aware = aware;
+            let mut m = SrTcm::new(&cfg);
+            let log: Vec<_> = arr.iter().map(|&(t, len, class)| (t, len, m.meter(Instant(t), &pkt(len, class)))).collect();
+            check(&log, |c| c == Green, cbs, cir)?;
+            check(&log, |c| c != Red, cbs + ebs, cir)?;
+            if aware {
+                // A pre-coloured packet never comes out better than it went in.
+                for (&(_, _, class), &(_, _, c)) in arr.iter().zip(&log) {
+                    prop_assert!(c >= Colour::of_class(class));
+                }
+            }
+        }
+
+        /// RFC 2698: green is bounded by (CIR, CBS), green + yellow by (PIR, PBS).
+        #[test]
+        fn trtcm_colour_bounds(arr in arrivals(), cir in 1_000u64..2_000_000, extra in 0u64..2_000_000, cbs in 1u64..20_000, pbs in 1u64..20_000, aware: bool) {
+            let mut cfg = TrTcmConfig::new(Rate(cir), cbs, Rate(cir + extra), pbs);
+            cfg.colour_aware = aware;
+            let mut m = TrTcm::new(&cfg);
+            let log: Vec<_> = arr.iter().map(|&(t, len, class)| (t, len, m.meter(Instant(t), &pkt(len, class)))).collect();
+            check(&log, |c| c == Green, cbs, cir)?;
+            check(&log, |c| c != Red, pbs, cir + extra)?;
+            if aware {
+                for (&(_, _, class), &(_, _, c)) in arr.iter().zip(&log) {
+                    prop_assert!(c >= Colour::of_class(class));
+                }
+            }
+        }
+    }
+}
