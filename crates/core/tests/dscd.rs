@@ -83,7 +83,9 @@ fn buffer_counts_credit_not_just_packets() {
 #[test]
 fn bad_input_names_the_field() {
     let e = EnforcerConfig::from_toml("kind = \"dscd\"\ndelay_threshold = 0").unwrap_err();
-    assert!(e.field == "delay_threshold" || e.message.contains("greater than zero"), "{e}");
+    // serde rejects a zero duration before validate(); config.rs cannot name the key of an
+    // internally tagged enum (no span), so only the message is checked here.
+    assert!(e.message.contains("greater than zero"), "{e}");
     let cfg = DscdConfig {
         buffer: None,
         delay_threshold: Duration(0),

@@ -216,3 +216,27 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Long-run shares of always-backlogged queues follow the weights, whatever the sizes.
+    #[test]
+    fn backlogged_shares_follow_random_weights(
+        weights in prop::collection::vec(1u32..8, 2..7),
+        sizes in prop::collection::vec(64u32..1500, 7),
+    ) {
+        let n = weights.len();
+        let mut s = Shaper::new(&config(n as u32, "weighted", Some(weights.clone())), None).unwrap();
+        let total: u32 = weights.iter().sum();
+        // Enough packets that no queue empties within the 1 s run (r·1 s = 1.25 MB).
+        let per_queue: Vec<(u16, u32, usize)> =
+            (0..n).map(|q| (q as u16, sizes[q], (1_300_000 * weights[q] as usize / total as usize) / sizes[q] as usize + 10)).collect();
+        backlog(&mut s, &per_queue);
+        let out = run_until(&mut s, 1_000_000_000);
+        for (q, share) in shares(&out, n).into_iter().enumerate() {
+            let want = weights[q] as f64 / total as f64;
+            prop_assert!((share - want).abs() < 0.01, "queue {} share {} want {}", q, share, want);
+        }
+    }
+}
