@@ -56,6 +56,16 @@ fn bcpqp_shares_fairly_between_bbr_and_cubic() {
 }
 
 #[test]
+fn drr_shaper_as_the_link_queue_is_fair_and_holds_the_rate() {
+    // The queueing path: the shaper is the aggregate link's queue, woken by its next_wakeup.
+    let s = run("shaper-bbr-vs-cubic.toml");
+    let a = &s.aggregates[0];
+    assert!(a.mean_jain >= 0.95, "Jain {:.3}", a.mean_jain);
+    assert!((0.94..0.97).contains(&a.mean_normalized_throughput), "{a:?}");
+    assert!(a.drop_rate < 0.01, "a shaper queues instead of dropping: {a:?}");
+}
+
+#[test]
 fn reno_needs_a_bdp_squared_phantom_queue() {
     // 000 Fig. 4c: with B = 130 KB the queue empties and Reno stays below r; 1000 KB reaches r
     // (goodput excludes headers, so "r" is 1448/1500 ≈ 0.965 of it).
