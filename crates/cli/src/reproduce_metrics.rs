@@ -30,6 +30,8 @@ pub enum Stat {
 pub enum Metric {
     /// Normalised aggregate throughput over the non-zero windows: `throughput_mean`, `throughput_p99`.
     Throughput(Stat),
+    /// Normalised throughput above the rate, max(0, x − 1), the burst: `burst_p99.9`.
+    Burst(Stat),
     /// Jain's index per window and aggregate: `jain_mean`, `jain_p10`.
     Jain(Stat),
     /// 1 − Jain's index: `unfairness_mean`.
@@ -66,10 +68,11 @@ impl Metric {
             "fct_spread" => Metric::FctSpread,
             _ => match s.split_once('_') {
                 Some(("throughput", r)) => Metric::Throughput(stat(r)?),
+                Some(("burst", r)) => Metric::Burst(stat(r)?),
                 Some(("jain", r)) => Metric::Jain(stat(r)?),
                 Some(("unfairness", r)) => Metric::Unfairness(stat(r)?),
                 _ => bail!(
-                    "unknown metric '{s}' (throughput_STAT, jain_STAT, unfairness_STAT, drop_rate, share, goodput, ratio, fct_spread)"
+                    "unknown metric '{s}' (throughput_STAT, burst_STAT, jain_STAT, unfairness_STAT, drop_rate, share, goodput, ratio, fct_spread)"
                 ),
             },
         })
@@ -168,6 +171,9 @@ impl RunResult {
         let all = Selector::default();
         match metric {
             Metric::Throughput(s) => apply_stat(s, self.throughput_samples(sel, span)),
+            Metric::Burst(s) => {
+                apply_stat(s, self.throughput_samples(sel, span).into_iter().map(|x| (x - 1.0).max(0.0)).collect())
+            }
             Metric::Jain(s) => apply_stat(s, self.jain_samples(sel, span)),
             Metric::Unfairness(s) => apply_stat(s, self.jain_samples(sel, span).into_iter().map(|j| 1.0 - j).collect()),
             Metric::DropRate => {

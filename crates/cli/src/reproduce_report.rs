@@ -85,6 +85,12 @@ pub struct RunInfo {
     pub aggregates: usize,
     pub events: u64,
     pub wall_seconds: f64,
+    /// The run's headline metrics, for context beside the claims.
+    pub throughput_mean: Option<f64>,
+    pub throughput_p99: Option<f64>,
+    pub throughput_p999: Option<f64>,
+    pub drop_rate: Option<f64>,
+    pub jain_mean: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -112,13 +118,24 @@ impl ScenarioResult {
             claims,
             runs: runs
                 .iter()
-                .map(|(j, r)| RunInfo {
-                    label: j.label.clone(),
-                    simulated_s: r.summary.simulated_s,
-                    flows: r.summary.flows.len(),
-                    aggregates: r.summary.aggregates.len(),
-                    events: r.summary.engine.events,
-                    wall_seconds: r.summary.engine.wall_seconds,
+                .map(|(j, r)| {
+                    let m = |name: &str| {
+                        let v = r.value(Metric::parse(name).expect("static name"), &Selector::default(), None, Span::default());
+                        v.is_finite().then_some(v)
+                    };
+                    RunInfo {
+                        label: j.label.clone(),
+                        simulated_s: r.summary.simulated_s,
+                        flows: r.summary.flows.len(),
+                        aggregates: r.summary.aggregates.len(),
+                        events: r.summary.engine.events,
+                        wall_seconds: r.summary.engine.wall_seconds,
+                        throughput_mean: m("throughput_mean"),
+                        throughput_p99: m("throughput_p99"),
+                        throughput_p999: m("throughput_p99.9"),
+                        drop_rate: m("drop_rate"),
+                        jain_mean: m("jain_mean"),
+                    }
                 })
                 .collect(),
             figures,
@@ -306,9 +323,24 @@ pub fn write(out: &Path, scenarios: &[ScenarioResult], quick: bool, wall_s: f64)
             writeln!(md, "\n![{}](figures/{}.png) ([SVG](figures/{}.svg))", f.title, f.file, f.file)?;
             writeln!(html, "<p><img src=\"figures/{}.svg\" alt=\"{}\"></p>", f.file, esc(&f.title))?;
         }
-        let runs: Vec<String> =
-            s.runs.iter().map(|r| format!("{} ({:.0} s simulated, {} flows, {:.1} s wall)", r.label, r.simulated_s, r.flows, r.wall_seconds)).collect();
-        writeln!(md, "\nRuns: {}.", runs.join("; "))?;
+        writeln!(md, "\nRuns (normalised goodput over non-zero 250 ms windows after the warm-up; payload only, so r reads ≈ 0.965):\n")?;
+        writeln!(md, "| run | simulated s | aggregates | flows | mean | p99 | p99.9 | drop rate | mean Jain | wall s |\n|---|---|---|---|---|---|---|---|---|---|")?;
+        for r in &s.runs {
+            writeln!(
+                md,
+                "| {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {:.1} |",
+                r.label,
+                r.simulated_s,
+                r.aggregates,
+                r.flows,
+                num(r.throughput_mean),
+                num(r.throughput_p99),
+                num(r.throughput_p999),
+                num(r.drop_rate),
+                num(r.jain_mean),
+                r.wall_seconds
+            )?;
+        }
     }
     if let Some(why) = &figures_skipped {
         writeln!(md, "\nFigures were not drawn: {why}. Their data is in figures/*.json.")?;

@@ -46,6 +46,9 @@ pub struct RunSpec {
     /// Where this run sits on a `metric` figure's x axis (e.g. the flow count).
     #[serde(default)]
     pub x: Option<f64>,
+    /// Left out with `--quick` (claims and figures must not need it there).
+    #[serde(default)]
+    pub full_only: bool,
 }
 
 /// Which flows a metric looks at. Empty = all flows.
@@ -208,7 +211,9 @@ pub fn load_dir(dir: &Path, only: &[String]) -> anyhow::Result<Vec<Loaded>> {
         let text = std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
         let spec: PaperFile = toml::from_str(&text).with_context(|| format!("{}", p.display()))?;
         check(&spec).with_context(|| format!("{}", p.display()))?;
-        out.push(Loaded { name, spec });
+        let loaded = Loaded { name, spec };
+        check_quick(&loaded)?;
+        out.push(loaded);
     }
     if out.is_empty() {
         bail!("no scenario in {} matches {:?}", dir.display(), only);
@@ -256,6 +261,29 @@ fn check(spec: &PaperFile) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Claims and figures may only use runs that `--quick` keeps.
+pub fn check_quick(f: &Loaded) -> anyhow::Result<()> {
+    let dropped: Vec<&str> = f.spec.runs.iter().filter(|r| r.full_only).map(|r| r.label.as_str()).collect();
+    for c in &f.spec.claims {
+        for l in c.run.iter().chain(&c.over_run) {
+            if dropped.contains(&l.as_str()) {
+                bail!("{}: claim '{}' uses run '{l}', which is full_only", f.name, c.name);
+            }
+        }
+    }
+    for fig in &f.spec.figures {
+        let used: Vec<&String> = match fig {
+            FigureSpec::Cdf { runs: Some(rs), .. } => rs.iter().collect(),
+            FigureSpec::Timeseries { run, .. } => vec![run],
+            _ => Vec::new(),
+        };
+        if let Some(l) = used.iter().find(|l| dropped.contains(&l.as_str())) {
+            bail!("{}: a figure uses run '{l}', which is full_only", f.name);
+        }
+    }
+    Ok(())
+}
+
 pub fn run_labels(spec: &PaperFile) -> Vec<String> {
     if spec.runs.is_empty() {
         vec!["main".to_string()]
@@ -281,9 +309,10 @@ fn apply(doc: &Value, overrides: &toml::Table) -> Result<Value, String> {
 pub fn jobs(files: &[Loaded], quick: bool) -> anyhow::Result<Vec<Job>> {
     let mut out = Vec::new();
     for (fi, f) in files.iter().enumerate() {
-        let single = [RunSpec { label: "main".into(), set: toml::Table::new(), quick: toml::Table::new(), x: None }];
+        let single =
+            [RunSpec { label: "main".into(), set: toml::Table::new(), quick: toml::Table::new(), x: None, full_only: false }];
         let runs = if f.spec.runs.is_empty() { &single[..] } else { &f.spec.runs[..] };
-        for r in runs {
+        for r in runs.iter().filter(|r| !(quick && r.full_only)) {
             let what = format!("{} run '{}'", f.name, r.label);
             let mut doc = apply(&f.spec.base, &r.set).map_err(|e| anyhow::anyhow!("{what}: set: {e}"))?;
             if quick {
