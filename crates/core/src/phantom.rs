@@ -170,6 +170,11 @@ impl PhantomQueues {
         }
     }
 
+    /// Bytes this aggregate's state holds on the heap.
+    pub fn heap_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.occupancy) + std::mem::size_of_val(&*self.inner) + std::mem::size_of_val(&*self.slots)
+    }
+
     /// Occupancy of queue `q` in nano-bytes, with any deferred service applied.
     #[inline]
     pub fn occupancy(&self, policy: &PhantomPolicy, q: usize) -> u64 {

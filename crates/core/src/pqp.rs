@@ -141,6 +141,11 @@ impl Pqp {
         self.stats
     }
 
+    /// Memory of one aggregate: the struct plus its heap (the shared params not counted).
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + self.queues.heap_bytes()
+    }
+
     /// Occupancy L_i of queue `q` in nano-bytes (bytes × 10⁹), as of the last arrival.
     pub fn occupancy_nb(&self, q: usize) -> u64 {
         self.queues.occupancy(&self.params.policy, q)
