@@ -36,6 +36,8 @@ pub enum Metric {
     Jain(Stat),
     /// 1 − Jain's index: `unfairness_mean`.
     Unfairness(Stat),
+    /// 1 − Jain's index over the selected flows' mean goodput over the whole run (001 Fig. 9b).
+    FlowUnfairness,
     /// Enforcer drops / packets that reached the enforcer.
     DropRate,
     /// Goodput of the selected flows / goodput of the `over` flows (default: all), same windows.
@@ -62,6 +64,7 @@ impl Metric {
         };
         Ok(match s {
             "drop_rate" => Metric::DropRate,
+            "flow_unfairness" => Metric::FlowUnfairness,
             "share" => Metric::Share,
             "goodput" => Metric::Goodput,
             "ratio" => Metric::Ratio,
@@ -72,7 +75,7 @@ impl Metric {
                 Some(("jain", r)) => Metric::Jain(stat(r)?),
                 Some(("unfairness", r)) => Metric::Unfairness(stat(r)?),
                 _ => bail!(
-                    "unknown metric '{s}' (throughput_STAT, burst_STAT, jain_STAT, unfairness_STAT, drop_rate, share, goodput, ratio, fct_spread)"
+                    "unknown metric '{s}' (throughput_STAT, burst_STAT, jain_STAT, unfairness_STAT, flow_unfairness, drop_rate, share, goodput, ratio, fct_spread)"
                 ),
             },
         })
@@ -176,6 +179,13 @@ impl RunResult {
             }
             Metric::Jain(s) => apply_stat(s, self.jain_samples(sel, span)),
             Metric::Unfairness(s) => apply_stat(s, self.jain_samples(sel, span).into_iter().map(|j| 1.0 - j).collect()),
+            Metric::FlowUnfairness => {
+                let xs: Vec<f64> = (0..self.summary.flows.len())
+                    .filter(|&i| self.flow_matches(i, sel))
+                    .map(|i| self.summary.flows[i].mean_goodput_bps)
+                    .collect();
+                jain(&xs).map_or(f64::NAN, |j| 1.0 - j)
+            }
             Metric::DropRate => {
                 let aggs = self.summary.aggregates.iter().filter(|a| self.agg_matches(a.id as usize, sel));
                 let (d, n) = aggs.fold((0u64, 0u64), |(d, n), a| (d + a.enforcer_drops, n + a.arrivals));
