@@ -1,5 +1,5 @@
-//! Memory per aggregate, measured with a counting allocator (one test in this binary, so no
-//! other test allocates concurrently). Prints the table quoted in docs/policers.md
+//! Memory per aggregate and allocations on the data path, measured with a counting allocator
+//! (one test in this binary, so no other test allocates concurrently). Prints the table quoted in docs/policers.md
 //! (`cargo test --release -p ratekit-core --test aggregates_memory -- --nocapture`).
 
 use ratekit_core::aggregates::{Aggregate, Aggregates, ConfigFactory, Factory};
@@ -13,9 +13,11 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 struct Counting;
 static LIVE: AtomicUsize = AtomicUsize::new(0);
+static CALLS: AtomicUsize = AtomicUsize::new(0);
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        CALLS.fetch_add(1, Relaxed);
         LIVE.fetch_add(l.size(), Relaxed);
         System.alloc(l)
     }
@@ -24,6 +26,7 @@ unsafe impl GlobalAlloc for Counting {
         System.dealloc(p, l)
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        CALLS.fetch_add(1, Relaxed);
         LIVE.fetch_add(new, Relaxed);
         LIVE.fetch_sub(l.size(), Relaxed);
         System.realloc(p, l, new)
@@ -49,8 +52,27 @@ fn measure<P: Policer, F: Factory<P>>(name: &str, n: u64, factory: F) -> f64 {
     per
 }
 
+/// After a warm-up over the same aggregates and flows, the data path allocates nothing.
+fn no_allocation_per_packet<P: Policer, F: Factory<P>>(name: &str, factory: F) {
+    let mut aggs = Aggregates::with_capacity(1000, factory);
+    let mut run = |from: u64, to: u64| {
+        for i in from..to {
+            let p = Packet { aggregate: i % 1000, flow: (i / 7) % 50, len: 200 + (i % 1300) as u32, ..Packet::default() };
+            aggs.on_arrival(Instant(i * 2_000), &p);
+        }
+    };
+    run(0, 200_000);
+    let before = CALLS.load(Relaxed);
+    run(200_000, 700_000);
+    assert_eq!(CALLS.load(Relaxed), before, "{name} allocated on the data path");
+}
+
 #[test]
 fn memory_per_aggregate() {
+    no_allocation_per_packet("token_bucket", |_| TokenBucket::new(&TokenBucketConfig::new(Rate(125_000), 3000)));
+    no_allocation_per_packet("srtcm", |_| SrTcm::new(&SrTcmConfig::new(Rate(125_000), 3000, 3000)));
+    no_allocation_per_packet("fair_policer", |_| FairPolicer::new(&FairPolicerConfig::new(Rate(125_000), 30_000)));
+
     const M: u64 = 1_000_000;
     eprintln!("| policer | aggregates | size_of policer | slot bytes | measured bytes/aggregate |");
     eprintln!("|---|---|---|---|---|");
