@@ -94,7 +94,8 @@ pub struct EvaluationSizes {
     pub fair_policer: u64,
     /// "Policer+": a token bucket sized like FairPolicer.
     pub policer_plus: u64,
-    /// BC-PQP phantom queue: at least 10 × the BDP² requirement ("we pick a very high value").
+    /// BC-PQP phantom queue: 10 × `fair_policer`. The text asks for "at least 10 × O(BDP²)";
+    /// taking the larger of the Reno and CUBIC rules, as the public scripts do, satisfies it.
     pub bcpqp: u64,
     /// Each shaper queue.
     pub shaper_queue: u64,
