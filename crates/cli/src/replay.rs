@@ -251,8 +251,8 @@ impl<Q> Line<Q> {
 
 fn build(config: &EnforcerConfig, link_rate: Option<Rate>) -> anyhow::Result<Enforcer> {
     config.build(link_rate).map_err(|e| {
-        if link_rate.is_none() && config.is_queueing() {
-            anyhow::anyhow!("{e} (a '{}' enforcer may need --link-rate)", config.kind())
+        if e.field == "link_rate" {
+            anyhow::anyhow!("--link-rate {}: a '{}' enforcer needs the rate of the link it feeds", e.message, config.kind())
         } else {
             anyhow::anyhow!("{e}")
         }

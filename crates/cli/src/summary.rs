@@ -1,8 +1,11 @@
 //! Per-aggregate and per-flow accounting of a replay: offered and passed rate, drop rate,
 //! drops by reason, Jain's index over the flows of each aggregate.
 //!
-//! Every rate is bytes over the whole trace's span (first to last arrival), the same denominator
-//! for every flow, so flow rates add up to their aggregate's and shares compare directly.
+//! Offered rates are bytes over the whole trace's span (first to last arrival), the same
+//! denominator for every flow, so flow rates add up to their aggregate's and shares compare
+//! directly. Passed rates use the same span, stretched to the aggregate's last departure when a
+//! queueing enforcer still sends after the last arrival (a shaper draining its queues), so that
+//! a shaped aggregate shows its shaped rate; its flows share that denominator.
 
 use crate::replay::Outcome;
 use serde::Serialize;
@@ -47,6 +50,8 @@ impl Counts {
 #[derive(Default)]
 pub struct Accounting {
     aggregates: Vec<(String, Counts, HashMap<String, u32>)>,
+    /// Per aggregate, the latest departure seen (queueing enforcers).
+    last_departure: Vec<u64>,
     aggregate_index: HashMap<String, u32>,
     flows: Vec<(String, Counts)>,
     span: Option<(u64, u64)>,
@@ -60,6 +65,7 @@ impl Accounting {
         }
         let i = self.aggregates.len() as u32;
         self.aggregates.push((name.to_string(), Counts::default(), HashMap::new()));
+        self.last_departure.push(0);
         self.aggregate_index.insert(name.to_string(), i);
         i
     }
@@ -84,18 +90,29 @@ impl Accounting {
     }
 
     pub fn record(&mut self, agg: u32, flow: u32, bytes: u32, outcome: Outcome) {
+        if let Outcome::Pass { departure: Some(d) } = outcome {
+            let last = &mut self.last_departure[agg as usize];
+            *last = (*last).max(d.0);
+        }
         self.aggregates[agg as usize].1.record(bytes, outcome);
         self.flows[flow as usize].1.record(bytes, outcome);
     }
 
     pub fn finish(self, enforcer: &str) -> Summary {
-        let duration_ns = self.span.map(|(a, b)| b - a).unwrap_or(0);
-        let rate = |bytes: u64| (duration_ns > 0).then(|| bytes as f64 * 8e9 / duration_ns as f64);
+        let (first, last) = self.span.unwrap_or((0, 0));
+        let duration_ns = last - first;
+        let over = |ns: u64| move |bytes: u64| (ns > 0).then(|| bytes as f64 * 8e9 / ns as f64);
+        let rate = over(duration_ns);
         let mut totals = Counts::default();
+        let mut passed_span_ns = duration_ns;
         let aggregates = self
             .aggregates
             .into_iter()
-            .map(|(name, counts, flow_index)| {
+            .zip(self.last_departure)
+            .map(|((name, counts, flow_index), last_departure)| {
+                let span = last.max(last_departure) - first;
+                passed_span_ns = passed_span_ns.max(span);
+                let passed_rate = over(span);
                 add(&mut totals, &counts);
                 let mut flow_ids: Vec<u32> = flow_index.into_values().collect();
                 flow_ids.sort_unstable();
@@ -106,7 +123,7 @@ impl Accounting {
                         FlowSummary {
                             flow: fname.clone(),
                             offered_bps: rate(c.offered_bytes),
-                            passed_bps: rate(c.passed_bytes),
+                            passed_bps: passed_rate(c.passed_bytes),
                             drop_rate: c.drop_rate(),
                             counts: c.clone(),
                         }
@@ -116,7 +133,7 @@ impl Accounting {
                 AggregateSummary {
                     aggregate: name,
                     offered_bps: rate(counts.offered_bytes),
-                    passed_bps: rate(counts.passed_bytes),
+                    passed_bps: passed_rate(counts.passed_bytes),
                     drop_rate: counts.drop_rate(),
                     jain_index: jain(&passed),
                     counts,
@@ -128,7 +145,7 @@ impl Accounting {
             enforcer: enforcer.to_string(),
             duration_ns,
             offered_bps: rate(totals.offered_bytes),
-            passed_bps: rate(totals.passed_bytes),
+            passed_bps: over(passed_span_ns)(totals.passed_bytes),
             drop_rate: totals.drop_rate(),
             totals,
             aggregates,
@@ -276,12 +293,32 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ratekit_core::Instant;
 
     #[test]
     fn jain_extremes() {
         assert_eq!(jain(&[2.0, 2.0, 2.0]), Some(1.0));
         assert!((jain(&[1.0, 0.0, 0.0, 0.0]).unwrap() - 0.25).abs() < 1e-12);
         assert_eq!(jain(&[]), None);
+    }
+
+    #[test]
+    fn passed_rate_stretches_to_the_last_departure() {
+        let mut acc = Accounting::default();
+        let (a, b) = (acc.aggregate("a"), acc.aggregate("b"));
+        let (fa, fb) = (acc.flow(a, "1"), acc.flow(b, "1"));
+        acc.saw_arrival(0);
+        acc.saw_arrival(1_000_000_000);
+        // a's shaper sends its second kilobyte a second after the last arrival.
+        acc.record(a, fa, 1000, Outcome::Pass { departure: Some(Instant(500_000_000)) });
+        acc.record(a, fa, 1000, Outcome::Pass { departure: Some(Instant(2_000_000_000)) });
+        acc.record(b, fb, 1000, Outcome::Pass { departure: Some(Instant(900_000_000)) });
+        let s = acc.finish("x");
+        assert_eq!(s.aggregates[0].offered_bps, Some(16_000.0));
+        assert_eq!(s.aggregates[0].passed_bps, Some(8_000.0));
+        assert_eq!(s.aggregates[0].flows[0].passed_bps, Some(8_000.0));
+        assert_eq!(s.aggregates[1].passed_bps, Some(8_000.0));
+        assert_eq!(s.passed_bps, Some(12_000.0));
     }
 
     #[test]
