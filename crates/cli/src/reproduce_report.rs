@@ -194,7 +194,7 @@ fn figure(file: String, spec: &FigureSpec, runs: &[(&Job, &RunResult)]) -> Figur
                 .collect();
             Figure { file, title: title.clone(), kind: "lines", xlabel: "time (s)".into(), ylabel: "goodput (Mbit/s)".into(), series }
         }
-        FigureSpec::Metric { title, metric, xlabel, select, groups } => {
+        FigureSpec::Metric { title, metric, xlabel, select, over, groups } => {
             let m = Metric::parse(metric).expect("checked on load");
             let series = groups
                 .iter()
@@ -202,7 +202,7 @@ fn figure(file: String, spec: &FigureSpec, runs: &[(&Job, &RunResult)]) -> Figur
                     let mut pts: Vec<(f64, f64)> = runs
                         .iter()
                         .filter(|(j, _)| j.label.starts_with(g.as_str()))
-                        .filter_map(|(j, r)| j.x.map(|x| (x, r.value(m, select, None, Span::default()))))
+                        .filter_map(|(j, r)| j.x.map(|x| (x, r.value(m, select, over.as_ref(), Span::default()))))
                         .collect();
                     pts.sort_by(|a, b| a.0.total_cmp(&b.0));
                     Series { label: g.clone(), x: pts.iter().map(|p| p.0).collect(), y: pts.iter().map(|p| p.1).collect() }

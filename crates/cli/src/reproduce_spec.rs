@@ -167,6 +167,9 @@ pub enum FigureSpec {
         xlabel: String,
         #[serde(default)]
         select: Selector,
+        /// The denominator's flows for "share" and "ratio".
+        #[serde(default)]
+        over: Option<Selector>,
         /// Runs whose label starts with one of these prefixes, one line per prefix.
         groups: Vec<String>,
     },
