@@ -3,9 +3,10 @@
 //! the order they were scheduled, so a run is a pure function of the scenario and the seed).
 //!
 //! Layout: a timing wheel of 2¹⁴ slots of 2¹² ns (a 67 ms horizon, which covers link
-//! transmissions and most propagation delays), a bitmap of non-empty slots, a small binary heap
-//! for the slot being executed (exact (time, seq) order inside a slot), and a binary heap for
-//! events beyond the horizon (RTO timers, long pipes), moved into the wheel as time reaches them.
+//! transmissions and most propagation delays) whose slots are linked lists in one node arena
+//! (freed nodes are reused first, so pushes touch warm memory), a bitmap of non-empty slots, the
+//! slot being executed as a small vector sorted by (time, seq), and a binary heap for events
+//! beyond the horizon (RTO timers, long pipes), moved into the wheel as time reaches them.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -20,10 +21,17 @@ struct Key {
     target: ComponentId,
 }
 
+#[derive(Clone, Copy)]
+struct Node {
+    key: Key,
+    next: u32,
+}
+
 const SLOT_SHIFT: u32 = 12;
 const SLOTS: u64 = 1 << 14;
 const MASK: u64 = SLOTS - 1;
 const WORDS: usize = (SLOTS / 64) as usize;
+const NIL: u32 = u32::MAX;
 
 /// A priority queue of wake-ups. Components keep at most one pending wake-up each where they
 /// can (see `Wakeup`), so the queue stays as small as the number of busy components.
@@ -33,8 +41,11 @@ pub struct EventList {
     executed: u64,
     /// Absolute slot (time >> SLOT_SHIFT) whose events are in `current`.
     cur_slot: u64,
-    current: BinaryHeap<Reverse<Key>>,
-    wheel: Vec<Vec<Key>>,
+    /// The current slot's events, sorted by descending (time, seq): the next one is last.
+    current: Vec<Key>,
+    heads: Vec<u32>,
+    nodes: Vec<Node>,
+    free: u32,
     occupied: [u64; WORDS],
     in_wheel: usize,
     overflow: BinaryHeap<Reverse<Key>>,
@@ -47,8 +58,10 @@ impl Default for EventList {
             next_seq: 0,
             executed: 0,
             cur_slot: 0,
-            current: BinaryHeap::new(),
-            wheel: (0..SLOTS).map(|_| Vec::new()).collect(),
+            current: Vec::new(),
+            heads: vec![NIL; SLOTS as usize],
+            nodes: Vec::new(),
+            free: NIL,
             occupied: [0; WORDS],
             in_wheel: 0,
             overflow: BinaryHeap::new(),
@@ -78,10 +91,22 @@ impl EventList {
     fn place(&mut self, key: Key) {
         let slot = key.time >> SLOT_SHIFT;
         if slot <= self.cur_slot {
-            self.current.push(Reverse(key));
+            // Descending order: the insertion point keeps every later key before it.
+            let at = self.current.partition_point(|k| *k > key);
+            self.current.insert(at, key);
         } else if slot < self.cur_slot + SLOTS {
             let i = (slot & MASK) as usize;
-            self.wheel[i].push(key);
+            let node = Node { key, next: self.heads[i] };
+            let n = if self.free != NIL {
+                let n = self.free;
+                self.free = self.nodes[n as usize].next;
+                self.nodes[n as usize] = node;
+                n
+            } else {
+                self.nodes.push(node);
+                (self.nodes.len() - 1) as u32
+            };
+            self.heads[i] = n;
             self.occupied[i / 64] |= 1 << (i % 64);
             self.in_wheel += 1;
         } else {
@@ -117,10 +142,16 @@ impl EventList {
         let i = (slot & MASK) as usize;
         if self.occupied[i / 64] & (1 << (i % 64)) != 0 {
             self.occupied[i / 64] &= !(1 << (i % 64));
-            let mut v = std::mem::take(&mut self.wheel[i]);
-            self.in_wheel -= v.len();
-            self.current.extend(v.drain(..).map(Reverse));
-            self.wheel[i] = v;
+            let mut n = std::mem::replace(&mut self.heads[i], NIL);
+            while n != NIL {
+                let node = self.nodes[n as usize];
+                self.current.push(node.key);
+                self.nodes[n as usize].next = self.free;
+                self.free = n;
+                self.in_wheel -= 1;
+                n = node.next;
+            }
+            self.current.sort_unstable_by(|a, b| b.cmp(a));
         }
         while let Some(Reverse(k)) = self.overflow.peek() {
             if k.time >> SLOT_SHIFT >= self.cur_slot + SLOTS {
@@ -134,11 +165,11 @@ impl EventList {
     /// Pops the next event if it is due at or before `until`, advancing the clock to it.
     pub fn pop_until(&mut self, until: u64) -> Option<ComponentId> {
         loop {
-            if let Some(Reverse(k)) = self.current.peek() {
+            if let Some(k) = self.current.last() {
                 if k.time > until {
                     return None;
                 }
-                let k = self.current.pop().expect("peeked").0;
+                let k = self.current.pop().expect("non-empty");
                 assert!(k.time >= self.now, "time went backwards: {} < {}", k.time, self.now);
                 self.now = k.time;
                 self.executed += 1;

@@ -71,9 +71,10 @@ struct FlowMeta {
     receiver: ComponentId,
     continuous: bool,
     finite: bool,
-    data_route: Vec<ComponentId>,
-    ack_route: Vec<ComponentId>,
 }
+
+/// Longest route: NIC, enforcement point, link, secondary, pipe, receiver.
+const MAX_HOPS: usize = 6;
 
 /// How a run is driven from outside.
 #[derive(Default)]
@@ -103,6 +104,8 @@ pub struct World {
     ctx: Ctx,
     comps: Vec<Comp>,
     flows: Vec<FlowMeta>,
+    /// Per flow, data route then ACK route, flat so that forwarding is one indexed load.
+    routes: Vec<[ComponentId; MAX_HOPS]>,
     agg_rates_bps: Vec<f64>,
     agg_kinds: Vec<&'static str>,
 }
@@ -129,6 +132,7 @@ impl World {
         let mut agg_rates_bps = Vec::new();
         let mut agg_kinds = Vec::new();
         let mut starts = Vec::new();
+        let mut routes = Vec::new();
         for a in &r.aggregates {
             agg_rates_bps.push(a.rate.bits_per_sec() as f64);
             agg_kinds.push(a.enforcer.kind());
@@ -175,6 +179,12 @@ impl World {
                 let mut data_route = vec![nic, enf_id, link_id];
                 data_route.extend(secondary);
                 data_route.extend([fwd, receiver]);
+                let mut flat = [ComponentId::MAX; MAX_HOPS];
+                flat[..data_route.len()].copy_from_slice(&data_route);
+                routes.push(flat);
+                let mut flat = [ComponentId::MAX; MAX_HOPS];
+                flat[..2].copy_from_slice(&[rev, sender]);
+                routes.push(flat);
                 starts.push((sender, start_ns));
                 ctx.flow_keys.push((mix(0xF10F, fid as u64), f.class));
                 flows.push(FlowMeta {
@@ -186,8 +196,6 @@ impl World {
                     receiver,
                     continuous: matches!(f.app, crate::app::AppConfig::Backlogged | crate::app::AppConfig::Finite { .. }),
                     finite: f.app.is_finite(),
-                    data_route,
-                    ack_route: vec![rev, sender],
                 });
             }
         }
@@ -198,7 +206,7 @@ impl World {
                 _ => unreachable!(),
             }
         }
-        Ok(World { ctx, comps, flows, agg_rates_bps, agg_kinds })
+        Ok(World { ctx, comps, flows, routes, agg_rates_bps, agg_kinds })
     }
 
     fn handle(&mut self, target: ComponentId) {
@@ -221,8 +229,7 @@ impl World {
             let idx = self.ctx.out[i];
             i += 1;
             let p = *self.ctx.pool.get(idx);
-            let meta = &self.flows[p.flow as usize];
-            let route = if p.kind == Kind::Ack { &meta.ack_route } else { &meta.data_route };
+            let route = &self.routes[2 * p.flow as usize + (p.kind == Kind::Ack) as usize];
             let target = route[p.hop as usize];
             self.ctx.pool.get_mut(idx).hop += 1;
             let ctx = &mut self.ctx;
