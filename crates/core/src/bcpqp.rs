@@ -269,7 +269,7 @@ impl BcPqp {
         // A window that ended a whole window ago was idle: its successor accepted nothing.
         st.accepted_prev = if now < st.window_end.saturating_add(self.burst.window.0) { st.accepted } else { 0 };
         st.accepted = 0;
-        st.window_end = now + self.burst.window.0;
+        st.window_end = now.saturating_add(self.burst.window.0);
     }
 
     /// Closes the run-out windows of every queue holding magic (rare: once per window).
@@ -300,7 +300,7 @@ impl BcPqp {
         st.magic_nb = magic;
         st.accepted_prev = st.accepted;
         st.accepted = 0;
-        st.window_end = now + self.burst.window.0;
+        st.window_end = now.saturating_add(self.burst.window.0);
         self.magic_deadline = self.magic_deadline.min(st.window_end);
     }
 }
@@ -328,7 +328,7 @@ impl Policer for BcPqp {
         let len = pkt.len as u64;
         let occupancy = self.core.occupancy_nb(q);
         let magic = self.state[q].magic_nb.min(occupancy);
-        let room_without_magic = occupancy - magic + len * NANOS_PER_SEC <= self.core.params().queue_size_nb;
+        let room_without_magic = (occupancy - magic).saturating_add(len * NANOS_PER_SEC) <= self.core.params().queue_size_nb;
         let reason = if room_without_magic { DropReason::BurstControl } else { DropReason::Overlimit };
         let verdict = self.core.admit(q, occupancy, len, reason, &mut clamp_magic(&mut self.state));
         if verdict.is_pass() {

@@ -177,8 +177,8 @@ impl Pqp {
     /// [`Self::occupancy_nb`] reports it now.
     #[inline]
     pub(crate) fn admit(&mut self, q: usize, occupancy: u64, bytes: u64, full: DropReason, on_drain: &mut impl FnMut(usize, u64)) -> Verdict {
-        let nb = bytes * NANOS_PER_SEC;
-        if occupancy + nb <= self.params.queue_size_nb {
+        let nb = bytes.saturating_mul(NANOS_PER_SEC);
+        if occupancy.saturating_add(nb) <= self.params.queue_size_nb {
             self.queues.add(&self.params.policy, q, nb, on_drain);
             self.stats.passed_packets += 1;
             self.stats.passed_bytes += bytes;

@@ -92,3 +92,42 @@ proptest! {
         prop_assert_eq!(bc.burst_events(), (0, 0));
     }
 }
+
+/// The config reader on arbitrary values for every PQP / BC-PQP field: an error or a config
+/// that builds and runs, never a panic.
+fn value() -> impl Strategy<Value = String> {
+    prop_oneof![
+        any::<i64>().prop_map(|v| v.to_string()),
+        any::<f64>().prop_map(|v| if v.is_finite() { format!("{v:?}") } else { "nan".into() }),
+        "[a-z0-9.()/:, ]{0,12}".prop_map(|s| format!("{s:?}")),
+        prop::sample::select(vec!["\"10mbit\"", "\"64kb\"", "\"100ms\"", "\"fair\"", "\"class\"", "[1, 2]", "\"priority(0, 1)\"", "0", "-1", "1e30"])
+            .prop_map(str::to_string),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn config_reader_never_panics(
+        kind in prop::sample::select(vec!["pqp", "bcpqp"]),
+        fields in prop::collection::vec(
+            (prop::sample::select(vec!["rate", "queues", "queue_size", "classify", "policy", "weights", "theta_plus", "theta_minus", "window", "bogus"]), value()),
+            0..8,
+        ),
+    ) {
+        let mut text = format!("kind = \"{kind}\"\n");
+        let mut seen = std::collections::HashSet::new();
+        for (k, v) in fields {
+            if seen.insert(k) {
+                text += &format!("{k} = {v}\n");
+            }
+        }
+        if let Ok(cfg) = ratekit_core::EnforcerConfig::from_toml(&text) {
+            let mut p = cfg.build_policer().unwrap();
+            for t in 0..3u64 {
+                p.on_arrival(Instant(t * 1_000_000), &Packet { len: 1500, class: 7, flow: t, ..Packet::default() });
+            }
+        }
+    }
+}
