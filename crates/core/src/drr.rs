@@ -20,27 +20,38 @@ enum Kind {
     Priority,
 }
 
+const NO_PARENT: u32 = u32::MAX;
+
+/// A tree node. The DRR state a node has as its parent's child (quantum, deficit) lives in the
+/// node itself, so the enqueue and dequeue walks from a leaf to the root touch one record per
+/// level.
 #[derive(Debug, Clone)]
 struct Node {
     kind: Kind,
-    /// (parent node, this node's slot among the parent's children).
-    parent: Option<(usize, usize)>,
-    children: Vec<usize>,
-    quantum: Vec<u64>,
-    deficit: Vec<u64>,
-    /// Slots of backlogged children, in round order (DRR nodes only).
-    round: VecDeque<usize>,
+    parent: u32,
+    /// Quantum and deficit in the parent's round (unused under a priority parent).
+    quantum: u64,
+    deficit: u64,
     /// Packets queued in this subtree.
     packets: u64,
+    /// Children in priority order (priority nodes only).
+    children: Vec<u32>,
+    /// Backlogged children in round order (DRR nodes only).
+    round: VecDeque<u32>,
+}
+
+#[derive(Debug, Clone)]
+struct Queue {
+    fifo: VecDeque<Packet>,
+    bytes: u64,
+    leaf: u32,
 }
 
 /// N drop-tail queues served by a policy tree.
 #[derive(Debug, Clone)]
 pub struct TreeScheduler {
     nodes: Vec<Node>,
-    leaf_of_queue: Vec<usize>,
-    queues: Vec<VecDeque<Packet>>,
-    queue_bytes: Vec<u64>,
+    queues: Vec<Queue>,
     limit: u64,
     backlog: u64,
 }
@@ -50,18 +61,16 @@ impl TreeScheduler {
     pub fn new(policy: &PolicyNode, queues: usize, limit: u64, mss: u64) -> Self {
         let mut s = TreeScheduler {
             nodes: Vec::new(),
-            leaf_of_queue: vec![usize::MAX; queues],
-            queues: vec![VecDeque::new(); queues],
-            queue_bytes: vec![0; queues],
+            queues: vec![Queue { fifo: VecDeque::new(), bytes: 0, leaf: u32::MAX }; queues],
             limit,
             backlog: 0,
         };
-        s.build(policy, None, mss);
+        s.build(policy, NO_PARENT, 0, mss);
         s
     }
 
-    fn build(&mut self, node: &PolicyNode, parent: Option<(usize, usize)>, mss: u64) -> usize {
-        let id = self.nodes.len();
+    fn build(&mut self, node: &PolicyNode, parent: u32, quantum: u64, mss: u64) -> u32 {
+        let id = self.nodes.len() as u32;
         let (kind, kids): (Kind, Vec<(&PolicyNode, u64)>) = match node {
             PolicyNode::Queue(q) => (Kind::Leaf(*q), vec![]),
             PolicyNode::Fair(c) => (Kind::Drr, c.iter().map(|n| (n, 1)).collect()),
@@ -71,18 +80,20 @@ impl TreeScheduler {
         self.nodes.push(Node {
             kind,
             parent,
-            children: Vec::with_capacity(kids.len()),
-            quantum: kids.iter().map(|(_, w)| w.saturating_mul(mss)).collect(),
-            deficit: vec![0; kids.len()],
-            round: VecDeque::with_capacity(kids.len()),
+            quantum,
+            deficit: 0,
             packets: 0,
+            children: Vec::new(),
+            round: VecDeque::with_capacity(if kind == Kind::Drr { kids.len() } else { 0 }),
         });
         if let Kind::Leaf(q) = kind {
-            self.leaf_of_queue[q] = id;
+            self.queues[q].leaf = id;
         }
-        for (slot, (child, _)) in kids.into_iter().enumerate() {
-            let c = self.build(child, Some((id, slot)), mss);
-            self.nodes[id].children.push(c);
+        for (child, w) in kids {
+            let c = self.build(child, id, w.saturating_mul(mss), mss);
+            if kind == Kind::Priority {
+                self.nodes[id as usize].children.push(c);
+            }
         }
         id
     }
@@ -96,53 +107,57 @@ impl TreeScheduler {
     }
 
     pub fn queue_bytes(&self, queue: usize) -> u64 {
-        self.queue_bytes[queue]
+        self.queues[queue].bytes
     }
 
     /// Appends `pkt` to `queue`, or hands it back if the queue has no room.
     pub fn enqueue(&mut self, queue: usize, pkt: Packet) -> Result<(), Packet> {
         let len = pkt.len as u64;
-        if self.queue_bytes[queue] + len > self.limit {
+        let q = &mut self.queues[queue];
+        if q.bytes + len > self.limit {
             return Err(pkt);
         }
-        self.queues[queue].push_back(pkt);
-        self.queue_bytes[queue] += len;
+        q.fifo.push_back(pkt);
+        q.bytes += len;
         self.backlog += len;
-        let mut n = self.leaf_of_queue[queue];
+        let mut n = q.leaf;
         loop {
-            self.nodes[n].packets += 1;
-            let Some((p, slot)) = self.nodes[n].parent else { break };
-            if self.nodes[n].packets == 1 && self.nodes[p].kind == Kind::Drr {
-                let parent = &mut self.nodes[p];
-                parent.deficit[slot] = parent.quantum[slot];
-                parent.round.push_back(slot);
+            let node = &mut self.nodes[n as usize];
+            node.packets += 1;
+            let (parent, activated) = (node.parent, node.packets == 1);
+            if parent == NO_PARENT {
+                break;
             }
-            n = p;
+            if activated && self.nodes[parent as usize].kind == Kind::Drr {
+                let node = &mut self.nodes[n as usize];
+                node.deficit = node.quantum;
+                self.nodes[parent as usize].round.push_back(n);
+            }
+            n = parent;
         }
         Ok(())
     }
 
     /// Runs the rounds until some leaf may send; returns that queue. Idempotent until the next
     /// dequeue: the nodes it passes keep their chosen child at the front.
-    fn select(&mut self, n: usize) -> usize {
-        match self.nodes[n].kind {
+    fn select(&mut self, n: u32) -> usize {
+        match self.nodes[n as usize].kind {
             Kind::Leaf(q) => q,
             Kind::Priority => {
-                let node = &self.nodes[n];
-                let child = node.children.iter().copied().find(|&c| self.nodes[c].packets > 0);
+                let node = &self.nodes[n as usize];
+                let child = node.children.iter().copied().find(|&c| self.nodes[c as usize].packets > 0);
                 self.select(child.expect("select only visits backlogged subtrees"))
             }
             Kind::Drr => loop {
-                let slot = *self.nodes[n].round.front().expect("backlogged DRR node has a round");
-                let child = self.nodes[n].children[slot];
+                let child = *self.nodes[n as usize].round.front().expect("backlogged DRR node has a round");
                 let q = self.select(child);
-                let len = self.queues[q].front().map_or(0, |p| p.len as u64);
-                let node = &mut self.nodes[n];
-                if len <= node.deficit[slot] {
+                let len = self.queues[q].fifo.front().map_or(0, |p| p.len as u64);
+                let c = &mut self.nodes[child as usize];
+                if len <= c.deficit {
                     return q;
                 }
-                node.deficit[slot] += node.quantum[slot];
-                node.round.rotate_left(1);
+                c.deficit += c.quantum;
+                self.nodes[n as usize].round.rotate_left(1);
             },
         }
     }
@@ -152,26 +167,31 @@ impl TreeScheduler {
         if self.is_empty() {
             return None;
         }
-        let q = self.select(0);
-        let pkt = self.queues[q].pop_front()?;
+        let qi = self.select(0);
+        let q = &mut self.queues[qi];
+        let pkt = q.fifo.pop_front()?;
         let len = pkt.len as u64;
-        self.queue_bytes[q] -= len;
+        q.bytes -= len;
         self.backlog -= len;
-        let mut n = self.leaf_of_queue[q];
+        let mut n = q.leaf;
         loop {
-            self.nodes[n].packets -= 1;
-            let emptied = self.nodes[n].packets == 0;
-            let Some((p, slot)) = self.nodes[n].parent else { break };
-            let parent = &mut self.nodes[p];
-            if parent.kind == Kind::Drr {
-                parent.deficit[slot] -= len;
+            let node = &mut self.nodes[n as usize];
+            node.packets -= 1;
+            let (parent, emptied) = (node.parent, node.packets == 0);
+            if parent == NO_PARENT {
+                break;
+            }
+            if self.nodes[parent as usize].kind == Kind::Drr {
+                let node = &mut self.nodes[n as usize];
+                node.deficit -= len;
                 if emptied {
-                    debug_assert_eq!(parent.round.front(), Some(&slot));
-                    parent.round.pop_front();
-                    parent.deficit[slot] = 0;
+                    node.deficit = 0;
+                    let round = &mut self.nodes[parent as usize].round;
+                    debug_assert_eq!(round.front(), Some(&n));
+                    round.pop_front();
                 }
             }
-            n = p;
+            n = parent;
         }
         Some(pkt)
     }
