@@ -60,6 +60,7 @@ fn main() {
     classes.push(("h drop-tail, 3 flows, per-client aggregate", dt_agg, false));
     for (name, scenarios, truth) in classes {
         let (mut right, mut judged) = (0, 0);
+        let mut errors = Vec::new();
         for sc in &scenarios {
             let trace = generate(sc);
             let report = analyze_packets(&trace.packets, &opts);
@@ -77,6 +78,10 @@ fn main() {
                 if j.policed == truth {
                     right += 1;
                 }
+                if let (true, Path::Policer { rate, .. }, Some(est)) = (j.policed, sc.path, j.rate_bps) {
+                    let truth_bps = rate.bytes_per_sec() as f64 * 8.0;
+                    errors.push((est - truth_bps).abs() / truth_bps);
+                }
                 if std::env::var("VERBOSE").is_ok() || (j.policed != truth && std::env::var("QUIET").is_err()) {
                     println!(
                         "  {name} {:?} seg {} pkts {} losses {} policed {} reason {} rate {:.3} burst {} pattern {:?}",
@@ -93,7 +98,13 @@ fn main() {
                 }
             }
         }
-        println!("{name}: {right}/{judged} lossy segments right ({:.1} %)", 100.0 * right as f64 / judged.max(1) as f64);
+        print!("{name}: {right}/{judged} lossy segments right ({:.1} %)", 100.0 * right as f64 / judged.max(1) as f64);
+        if truth && !errors.is_empty() {
+            errors.sort_by(f64::total_cmp);
+            let q = |f: f64| 100.0 * errors[((errors.len() - 1) as f64 * f).round() as usize];
+            print!("; rate error median {:.1} %, p90 {:.1} %, max {:.1} %", q(0.5), q(0.9), q(1.0));
+        }
+        println!();
     }
 }
 

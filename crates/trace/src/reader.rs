@@ -13,7 +13,7 @@ use std::io::{self, BufReader, Read};
 use std::path::Path;
 
 /// Read buffer; grown on demand for large frames up to [`MAX_BUFFER`].
-const INITIAL_BUFFER: usize = 1 << 20;
+const INITIAL_BUFFER: usize = 1 << 16;
 /// Frames (or pcapng blocks) larger than this are "absurd lengths": the file is abandoned there.
 const MAX_BUFFER: usize = 16 << 20;
 
