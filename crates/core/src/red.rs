@@ -181,7 +181,7 @@ impl RedAqm {
     }
 }
 
-/// A FIFO of bytes, shared by RED and CPQ, that tells the AQM when it empties.
+/// A FIFO of packets that keeps its byte count, shared by RED and CPQ.
 #[derive(Debug, Default)]
 pub(crate) struct ByteFifo {
     pub queue: VecDeque<Packet>,
