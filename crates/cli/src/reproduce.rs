@@ -32,6 +32,9 @@ pub struct Args {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// Validate the scenario files and list the runs, without simulating.
+    #[arg(long)]
+    pub dry_run: bool,
     /// Exit with status 2 when a claim fails (for CI); by default a failed claim is a reported
     /// result, not an error.
     #[arg(long)]
@@ -42,6 +45,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let wall = std::time::Instant::now();
     let files = reproduce_spec::load_dir(&args.scenarios, &args.only)?;
     let jobs = reproduce_spec::jobs(&files, args.quick)?;
+    if args.dry_run {
+        for j in &jobs {
+            let r = &j.resolved;
+            let flows: usize = r.aggregates.iter().map(|a| a.flows.len()).sum();
+            println!("{}\t{} aggregates\t{flows} flows\t{:.0} s", r.scenario.name, r.aggregates.len(), r.scenario.duration.as_secs_f64());
+        }
+        let claims: usize = files.iter().map(|f| f.spec.claims.len()).sum();
+        println!("{} scenarios, {} runs, {claims} claims", files.len(), jobs.len());
+        return Ok(());
+    }
     std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
 
     // Progress in simulated flow-seconds, a fair proxy for the work left.

@@ -1,0 +1,131 @@
+//! `ratekit reproduce` end to end on one small paper scenario (000 Fig. 8d, well under a second
+//! of simulation): the outputs and their structure, a deliberately impossible claim that must
+//! fail while the paper's own claims hold, `--strict`, bad scenario files, and that every file
+//! in scenarios/paper validates in both modes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn paper_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/paper")
+}
+
+fn reproduce(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ratekit")).arg("reproduce").args(args).output().expect("run ratekit reproduce")
+}
+
+const IMPOSSIBLE: &str = r#"
+[[claims]]
+name = "Impossible: p2 takes twice the whole aggregate"
+metric = "share"
+select = { class = 3 }
+from = 12.0
+to = 18.0
+paper_text = "a test fixture, not a paper claim"
+tolerance = { min = 2.0 }
+note = "a share cannot exceed 1"
+"#;
+
+/// A scenario directory holding 000 Fig. 8d plus one impossible claim.
+fn fixture(dir: &Path) -> PathBuf {
+    let scen = dir.join("scenarios");
+    std::fs::create_dir_all(&scen).unwrap();
+    let text = std::fs::read_to_string(paper_dir().join("000-fig8d-priority.toml")).unwrap();
+    std::fs::write(scen.join("000-fig8d-priority.toml"), text + IMPOSSIBLE).unwrap();
+    scen
+}
+
+fn matplotlib() -> bool {
+    ["python3", "/usr/bin/python3"]
+        .iter()
+        .any(|py| Command::new(py).args(["-c", "import matplotlib"]).output().is_ok_and(|o| o.status.success()))
+}
+
+#[test]
+fn quick_report_has_every_claim_and_the_impossible_one_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let scen = fixture(dir.path());
+    let out = dir.path().join("out");
+    let o = reproduce(&["--quick", "--only", "fig8d", "--quiet", "--scenarios", scen.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("claims.json")).unwrap()).unwrap();
+    assert_eq!(json["quick"], true);
+    let scenarios = json["scenarios"].as_array().unwrap();
+    assert_eq!(scenarios.len(), 1);
+    assert_eq!(scenarios[0]["name"], "000-fig8d-priority");
+    assert_eq!(scenarios[0]["paper"], "000");
+    let claims = scenarios[0]["claims"].as_array().unwrap();
+    assert_eq!(claims.len(), 6);
+    assert_eq!(json["claims"], 6);
+    for c in claims {
+        for key in ["name", "metric", "ratekit", "tolerance", "tolerance_text", "pass", "note"] {
+            assert!(c.get(key).is_some(), "claim {} lacks {key}", c["name"]);
+        }
+        assert!(c.get("paper").is_some() || c.get("paper_text").is_some());
+        let impossible = c["name"].as_str().unwrap().starts_with("Impossible");
+        // The paper's claims hold for a correct BC-PQP (priority over weighted); the fixture cannot.
+        assert_eq!(c["pass"], !impossible, "{c}");
+    }
+    assert_eq!(json["passed"], 5);
+
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("| claim | metric | run | paper | ratekit | tolerance | result | note |"), "{md}");
+    assert!(md.contains("Impossible: p2 takes twice the whole aggregate") && md.contains("| FAIL |"), "{md}");
+    assert!(md.contains("5 of 6 claims hold"), "{md}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("<table>") && html.contains("class=\"fail\""), "{html}");
+    assert!(out.join("figures/000-fig8d-priority-0.json").is_file());
+    if matplotlib() {
+        for ext in ["png", "svg"] {
+            let f = out.join(format!("figures/000-fig8d-priority-0.{ext}"));
+            assert!(std::fs::metadata(&f).is_ok_and(|m| m.len() > 1000), "{} missing", f.display());
+        }
+        assert!(md.contains("figures/000-fig8d-priority-0.png"));
+    } else {
+        eprintln!("skipping the PNG/SVG checks: no python3 with matplotlib (scripts/setup.d/70-reproduce.sh installs it)");
+        assert!(md.contains("Figures were not drawn"));
+    }
+
+    // --strict turns a failed claim into exit status 2, with the report still written.
+    let strict = dir.path().join("strict");
+    let o = reproduce(&["--quick", "--strict", "--quiet", "--scenarios", scen.to_str().unwrap(), "--out", strict.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(strict.join("claims.json").is_file());
+}
+
+#[test]
+fn bad_scenario_files_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::read_to_string(paper_dir().join("000-fig8d-priority.toml")).unwrap();
+    let cases = [
+        (base.replace("metric = \"fct_spread\"", "metric = \"speed\""), "unknown metric 'speed'"),
+        (base.replace("[[claims]]\nname = \"p1 flows finish together\"", "[[claims]]\nrun = \"nope\"\nname = \"p1 flows finish together\""), "no run labelled 'nope'"),
+        (base.replace("tolerance = { max = 1.15 }", "tolerance = {}"), "give at least one of abs, rel, min, max"),
+        (base.replace("queue_size = \"2400kb\"", "queue_size = \"0\""), "aggregates[0].enforcer"),
+        (base.replace("[base]", "[quick]\n\"aggregates.7.count\" = 2\n\n[base]"), "out of range"),
+    ];
+    for (i, (text, expect)) in cases.iter().enumerate() {
+        let scen = dir.path().join(format!("case{i}"));
+        std::fs::create_dir_all(&scen).unwrap();
+        std::fs::write(scen.join("x.toml"), text).unwrap();
+        let out = dir.path().join(format!("out{i}"));
+        let o = reproduce(&["--quick", "--quiet", "--scenarios", scen.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(expect), "case {i}: expected '{expect}' in: {err}");
+        assert!(!out.join("claims.json").exists(), "case {i}: no report from a bad file");
+    }
+}
+
+#[test]
+fn every_paper_scenario_validates_in_both_modes() {
+    for quick in [true, false] {
+        let mut args = vec!["--dry-run", "--scenarios", paper_dir().to_str().unwrap().to_owned().leak(), "--out", "/nonexistent/unused"];
+        if quick {
+            args.push("--quick");
+        }
+        let o = reproduce(&args);
+        assert!(o.status.success(), "quick={quick}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("scenarios,"));
+    }
+}
