@@ -205,11 +205,13 @@ impl BcPqp {
     }
 
     /// Occupancy L_i of queue `q` in nano-bytes (magic included), as of the last arrival.
+    #[inline]
     pub fn occupancy_nb(&self, q: usize) -> u64 {
         self.core.occupancy_nb(q)
     }
 
     /// Magic nano-bytes still in queue `q`: magic drains last, so min(M_i, L_i).
+    #[inline]
     pub fn magic_nb(&self, q: usize) -> u64 {
         self.state[q].magic_nb.min(self.core.occupancy_nb(q))
     }
@@ -282,7 +284,9 @@ impl BcPqp {
             if self.state[q].window_end <= now {
                 self.close_window(q, now);
             }
-            if self.magic_nb(q) > 0 {
+            // The stored M_i may exceed what is left (min(M_i, L_i)); a spare deadline only
+            // costs a look at a window that has no magic left to remove.
+            if self.state[q].magic_nb > 0 {
                 next = next.min(self.state[q].window_end);
             }
         }

@@ -192,7 +192,7 @@ impl PhantomQueues {
     fn deferred_share(&self, policy: &PhantomPolicy, q: usize) -> u64 {
         let root = &self.inner[0];
         let leaf = policy.leaf_of_queue[q];
-        let w = policy.nodes[leaf as usize].weight as u64;
+        let w = if policy.flat_fair { 1 } else { policy.nodes[leaf as usize].weight as u64 };
         let unit = div_by_reciprocal(self.deferred, root.active_weight, self.weight_reciprocal);
         let spare = if self.slots[0] == leaf { self.deferred - unit * root.active_weight } else { 0 };
         unit * w + spare

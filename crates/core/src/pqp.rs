@@ -147,6 +147,7 @@ impl Pqp {
     }
 
     /// Occupancy L_i of queue `q` in nano-bytes (bytes × 10⁹), as of the last arrival.
+    #[inline]
     pub fn occupancy_nb(&self, q: usize) -> u64 {
         self.queues.occupancy(&self.params.policy, q)
     }
