@@ -7,6 +7,7 @@ use crate::reproduce_report::{self, ClaimResult, ScenarioResult};
 use crate::reproduce_spec::{self, Job};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
+use ratekit_sim::app::AppConfig;
 use ratekit_sim::RunOptions;
 use rayon::prelude::*;
 use std::path::PathBuf;
@@ -140,12 +141,27 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 fn simulate(j: &Job) -> anyhow::Result<RunResult> {
     let r = &j.resolved;
     let (summary, series) = ratekit_sim::run(r, None, RunOptions { keep_series: true, ..RunOptions::default() })?;
-    let classes = r.aggregates.iter().flat_map(|a| a.flows.iter().map(|f| f.class)).collect();
+    let flows = || r.aggregates.iter().flat_map(|a| a.flows.iter());
+    let classes = flows().map(|f| f.class).collect();
+    let end_ns = summary.simulated_s * 1e9;
+    // A CBR source sends at start, then every packet/rate (truncated to whole ns, as the
+    // simulator's UdpSource does); a random start is not known here, so such flows get None.
+    let udp_offered = flows()
+        .map(|f| match f.app {
+            AppConfig::Cbr { rate, packet } if f.start_jitter.0 == 0 && end_ns > f.start.0 as f64 => {
+                let gap = ((packet.0 as f64 * 1e9 / rate.0 as f64) as u64).max(1) as f64;
+                let sent = ((end_ns - f.start.0 as f64) / gap).ceil();
+                Some(sent * packet.0.saturating_sub(28) as f64)
+            }
+            _ => None,
+        })
+        .collect();
     Ok(RunResult {
         summary,
         series,
         classes,
         window_s: r.scenario.measure.window.as_secs_f64(),
         warmup_s: r.scenario.measure.warmup.as_secs_f64(),
+        udp_offered,
     })
 }

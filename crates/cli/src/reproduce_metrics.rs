@@ -16,6 +16,8 @@ pub struct RunResult {
     pub classes: Vec<u16>,
     pub window_s: f64,
     pub warmup_s: f64,
+    /// UDP payload bytes each constant-bit-rate flow sent during the run (`None` for other flows).
+    pub udp_offered: Vec<Option<f64>>,
 }
 
 /// A statistic over window samples.
@@ -38,6 +40,9 @@ pub enum Metric {
     Unfairness(Stat),
     /// 1 − Jain's index over the selected flows' mean goodput over the whole run (001 Fig. 9b).
     FlowUnfairness,
+    /// 1 − delivered / sent payload of the selected constant-bit-rate UDP flows (packets still in
+    /// flight at the end count as lost: about one per flow).
+    UdpLoss,
     /// Enforcer drops / packets that reached the enforcer.
     DropRate,
     /// Goodput of the selected flows / goodput of the `over` flows (default: all), same windows.
@@ -65,6 +70,7 @@ impl Metric {
         Ok(match s {
             "drop_rate" => Metric::DropRate,
             "flow_unfairness" => Metric::FlowUnfairness,
+            "udp_loss" => Metric::UdpLoss,
             "share" => Metric::Share,
             "goodput" => Metric::Goodput,
             "ratio" => Metric::Ratio,
@@ -75,7 +81,7 @@ impl Metric {
                 Some(("jain", r)) => Metric::Jain(stat(r)?),
                 Some(("unfairness", r)) => Metric::Unfairness(stat(r)?),
                 _ => bail!(
-                    "unknown metric '{s}' (throughput_STAT, burst_STAT, jain_STAT, unfairness_STAT, flow_unfairness, drop_rate, share, goodput, ratio, fct_spread)"
+                    "unknown metric '{s}' (throughput_STAT, burst_STAT, jain_STAT, unfairness_STAT, flow_unfairness, udp_loss, drop_rate, share, goodput, ratio, fct_spread)"
                 ),
             },
         })
@@ -185,6 +191,20 @@ impl RunResult {
                     .map(|i| self.summary.flows[i].mean_goodput_bps)
                     .collect();
                 jain(&xs).map_or(f64::NAN, |j| 1.0 - j)
+            }
+            Metric::UdpLoss => {
+                let (mut sent, mut got) = (0.0, 0.0);
+                for i in (0..self.summary.flows.len()).filter(|&i| self.flow_matches(i, sel)) {
+                    if let Some(o) = self.udp_offered[i] {
+                        sent += o;
+                        got += self.summary.flows[i].delivered_bytes as f64;
+                    }
+                }
+                if sent > 0.0 {
+                    1.0 - got / sent
+                } else {
+                    f64::NAN
+                }
             }
             Metric::DropRate => {
                 let aggs = self.summary.aggregates.iter().filter(|a| self.agg_matches(a.id as usize, sel));
