@@ -43,7 +43,7 @@ pub enum BpfError {
 pub(crate) fn kernel(what: impl Into<String>) -> impl FnOnce(libbpf_rs::Error) -> BpfError {
     let what = what.into();
     move |source| {
-        if source.kind() == libbpf_rs::ErrorKind::PermissionDenied {
+        if source.kind() == libbpf_rs::ErrorKind::PermissionDenied && unsafe { libc::geteuid() } != 0 {
             BpfError::Privileges { what, source }
         } else {
             BpfError::Kernel { what, source }
@@ -180,7 +180,8 @@ impl BpfPolicer {
         }
         let obj = open.load().map_err(|source| {
             let log = std::mem::take(&mut *LIBBPF_LOG.lock().unwrap_or_else(|e| e.into_inner()));
-            if source.kind() == libbpf_rs::ErrorKind::PermissionDenied {
+            // The verifier also answers EACCES; only a non-root caller lacks privileges.
+            if source.kind() == libbpf_rs::ErrorKind::PermissionDenied && unsafe { libc::geteuid() } != 0 {
                 BpfError::Privileges { what: format!("loading {}", params.program()), source }
             } else {
                 BpfError::Load { program: params.program().into(), source, log }
@@ -241,6 +242,15 @@ impl BpfPolicer {
         DropReason::Overlimit
     }
 
+    /// A `Send + Sync` handle that runs frames through this program from any thread (the
+    /// BPF_PROG_TEST_RUN syscall on a duplicate of the program fd), to exercise the program from
+    /// several CPUs at once.
+    pub fn runner(&self) -> Result<TestRunner, BpfError> {
+        use std::os::fd::AsFd;
+        let fd = self.prog().as_fd().try_clone_to_owned().map_err(|e| BpfError::Kernel { what: "dup".into(), source: e.into() })?;
+        Ok(TestRunner { fd })
+    }
+
     /// Runs one frame `repeat` times and returns the kernel's mean ns per run.
     pub fn time_run(&self, frame: &[u8], repeat: u32) -> Result<std::time::Duration, BpfError> {
         let mut input = ProgramInput::default();
@@ -265,6 +275,57 @@ impl BpfPolicer {
     /// Per-aggregate counters.
     pub fn stats(&self) -> Result<Vec<(AggKey, Stats)>, BpfError> {
         read_stats(&self.map(self.params.map_names().1), self.params.program())
+    }
+}
+
+pub struct TestRunner {
+    fd: std::os::fd::OwnedFd,
+}
+
+/// `union bpf_attr` as BPF_PROG_TEST_RUN reads it (linux/bpf.h, `test` member).
+#[repr(C)]
+#[derive(Default)]
+struct TestRunAttr {
+    prog_fd: u32,
+    retval: u32,
+    data_size_in: u32,
+    data_size_out: u32,
+    data_in: u64,
+    data_out: u64,
+    repeat: u32,
+    duration: u32,
+    ctx_size_in: u32,
+    ctx_size_out: u32,
+    ctx_in: u64,
+    ctx_out: u64,
+    flags: u32,
+    cpu: u32,
+    batch_size: u32,
+    _pad: u32,
+}
+
+impl TestRunner {
+    /// Like `BpfPolicer::test_run`: true if the program passed the frame.
+    pub fn passes(&self, frame: &[u8], now_ns: u64) -> std::io::Result<bool> {
+        use std::os::fd::AsRawFd;
+        let mut ctx = [0u8; SKB_CTX_SIZE];
+        ctx[SKB_TSTAMP_OFFSET..SKB_TSTAMP_OFFSET + 8].copy_from_slice(&now_ns.to_ne_bytes());
+        let mut attr = TestRunAttr {
+            prog_fd: self.fd.as_raw_fd() as u32,
+            data_size_in: frame.len() as u32,
+            data_in: frame.as_ptr() as u64,
+            ctx_size_in: SKB_CTX_SIZE as u32,
+            ctx_in: ctx.as_mut_ptr() as u64,
+            ..Default::default()
+        };
+        const BPF_PROG_TEST_RUN: libc::c_long = 10;
+        let rc = unsafe {
+            libc::syscall(libc::SYS_bpf, BPF_PROG_TEST_RUN, &mut attr as *mut TestRunAttr, std::mem::size_of::<TestRunAttr>())
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(attr.retval == TC_ACT_OK)
     }
 }
 
