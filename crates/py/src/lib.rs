@@ -90,13 +90,17 @@ fn simulate(py: Python<'_>, scenario: &str, name: &str, out_dir: PathBuf, seed: 
     })
 }
 
-/// The points of `grid` (dotted field path -> list of values, as a scenario's `[sweep]` table)
-/// over the scenario: (assignments as JSON, the point's scenario as TOML) each.
+/// The points of `grid` (dotted field path -> list of values, as a scenario's `[sweep]` table;
+/// `None`: the scenario's own `[sweep]`) over the scenario: (assignments as JSON, the point's
+/// scenario as TOML) each, in `ratekit sim`'s order.
 #[pyfunction]
-fn sweep_points(scenario: &str, grid_json: &str) -> PyResult<Vec<(String, String)>> {
+#[pyo3(signature = (scenario, grid_json=None))]
+fn sweep_points(scenario: &str, grid_json: Option<&str>) -> PyResult<Vec<(String, String)>> {
     let mut doc: toml::Value = toml::from_str(scenario).map_err(value_error)?;
-    let grid: toml::Value = serde_json::from_str(grid_json).map_err(value_error)?;
-    doc.as_table_mut().expect("a TOML document is a table").insert("sweep".into(), grid);
+    if let Some(grid) = grid_json {
+        let grid: toml::Value = serde_json::from_str(grid).map_err(value_error)?;
+        doc.as_table_mut().expect("a TOML document is a table").insert("sweep".into(), grid);
+    }
     let points = sim_sweep::expand(&doc).map_err(|e| value_error(format!("sweep: {e}")))?;
     points
         .into_iter()
@@ -139,6 +143,27 @@ fn rate_clusters(py: Python<'_>, results: PathBuf, out: PathBuf, group_by: &str,
     py.allow_threads(|| detect_clusters::run(&results, group_by, coverage, &out)).map_err(|e| value_error(format!("{e:#}")))
 }
 
+/// Writes a synthetic server-side pcap whose ground truth is known (ratekit-trace's generator,
+/// 002 §3.1's lab setup): a download through a token-bucket policer of `policer_rate` (tc units)
+/// and `burst` bytes, or, without a rate, through a drop-tail bottleneck of 20 Mbit/s.
+#[pyfunction]
+#[pyo3(signature = (path, seed, policer_rate=None, burst=100_000, chunks=5))]
+fn synth_trace(py: Python<'_>, path: PathBuf, seed: u64, policer_rate: Option<&str>, burst: u64, chunks: u32) -> PyResult<()> {
+    use ratekit_trace::synth;
+    let route = match policer_rate {
+        Some(r) => synth::Path::Policer { rate: ratekit_core::units::parse_rate(r).map_err(value_error)?, burst },
+        None => synth::Path::DropTail { rate: ratekit_core::Rate::from_mbps(20.0), queue: 200_000 },
+    };
+    let mut scenario = synth::Scenario::new(route, seed);
+    scenario.chunks = chunks;
+    py.allow_threads(|| {
+        let trace = synth::generate(&scenario);
+        let file = std::fs::File::create(&path)?;
+        trace.write_pcap(std::io::BufWriter::new(file))
+    })
+    .map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(enforce, m)?)?;
@@ -148,5 +173,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sweep_points, m)?)?;
     m.add_function(wrap_pyfunction!(detect_files, m)?)?;
     m.add_function(wrap_pyfunction!(rate_clusters, m)?)?;
+    m.add_function(wrap_pyfunction!(synth_trace, m)?)?;
     Ok(())
 }
