@@ -1,8 +1,9 @@
 """Scale-out on Dask: ``sweep`` (simulation points) and ``detect_many`` (trace files).
 
 Each point or file is one Dask task; its results go to Parquet partitions under ``out``
-(``summary/point=ID``, ``flows/point=ID``, ``aggregates/point=ID``; ``results/file=ID``), and a
-small JSON record (``points/ID.json`` or ``files/ID.json``) is written last, saying ``ok`` or the
+(``summary/point=ID``, ``flows/point=ID``, ``aggregates/point=ID``, with the whole summary.json as
+``points/ID.summary.json``; ``results/file_id=ID``), and a small JSON record (``points/ID.json`` or
+``files/ID.json``) is written last, saying ``ok`` or the
 error. A rerun skips what is recorded ``ok`` and retries the rest; a failing point is recorded
 and never stops the others. IDs hash the point's assignments (or the file's absolute path), so a
 grown grid reuses the points already done.
@@ -85,7 +86,7 @@ def _run_point(point: str, assignments: str, text: str, out: str, seed: Optional
         summary = result.summary.attrs["summary"]
         for name, frame in (("summary", result.summary), ("flows", result.flows), ("aggregates", result.aggregates)):
             _write_part(frame, root / name / f"point={point}")
-        (root / "summary" / f"point={point}" / "summary.json").write_text(json.dumps(summary, indent=1))
+        _write_json(root / "points" / f"{point}.summary.json", summary)
         record.update(status="ok", error=None, interrupted=summary["interrupted"])
     except Exception as e:  # a failing point is recorded, never raised: the sweep goes on
         record.update(status="error", error=f"{type(e).__name__}: {e}")
@@ -203,7 +204,7 @@ def _run_file(file_id: str, path: str, out: str, all_directions: bool, aggregate
             read_errors = results["error"].dropna()
             if error is not None and len(read_errors):
                 error = read_errors.iloc[0]
-            _write_part(results, root / "results" / f"file={file_id}")
+            _write_part(results, root / "results" / f"file_id={file_id}")
             record.update(status="ok" if error is None else "error", error=error, rows=len(results))
         except Exception as e:
             record.update(status="error", error=f"{type(e).__name__}: {e}", rows=0)
