@@ -5,7 +5,7 @@
 
 use crate::reproduce_spec::Selector;
 use anyhow::bail;
-use ratekit_sim::summary::{jain, percentile};
+use ratekit_sim::summary::jain;
 use ratekit_sim::{Series, Summary};
 
 /// One finished simulation, with what the metrics need to know about its flows.
@@ -95,8 +95,11 @@ fn apply_stat(stat: Stat, mut xs: Vec<f64>) -> f64 {
     match stat {
         Stat::Mean => xs.iter().sum::<f64>() / xs.len() as f64,
         Stat::Quantile(q) => {
+            // Nearest rank; the slack keeps a decimal percentile (99.9 / 100 reads
+            // 0.99900000000000001) from stepping up one rank.
             xs.sort_by(f64::total_cmp);
-            percentile(&xs, q)
+            let rank = (q * xs.len() as f64 - 1e-9).ceil() as usize;
+            xs[rank.clamp(1, xs.len()) - 1]
         }
     }
 }
@@ -255,7 +258,12 @@ mod tests {
 
     #[test]
     fn metric_names() {
-        assert_eq!(Metric::parse("throughput_p99.9").unwrap(), Metric::Throughput(Stat::Quantile(0.999)));
+        let Metric::Throughput(Stat::Quantile(q)) = Metric::parse("throughput_p99.9").unwrap() else { panic!() };
+        assert!((q - 0.999).abs() < 1e-12);
+        let xs: Vec<f64> = (1..=1000).map(f64::from).collect();
+        assert_eq!(apply_stat(Stat::Quantile(q), xs.clone()), 999.0);
+        assert_eq!(apply_stat(Stat::Quantile(0.0), xs.clone()), 1.0);
+        assert_eq!(apply_stat(Stat::Quantile(1.0), xs), 1000.0);
         assert_eq!(Metric::parse("jain_mean").unwrap(), Metric::Jain(Stat::Mean));
         assert!(Metric::parse("jain_p200").is_err());
         assert!(Metric::parse("speed").is_err());
