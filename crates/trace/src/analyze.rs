@@ -46,11 +46,13 @@ pub struct FileReport {
     pub error: Option<ReadError>,
 }
 
+/// One segment towards a client: (first send, last send, flow id, packets, RTTs, ACKs).
+type ClientSegment = (u64, u64, usize, Vec<DataPkt>, Vec<RttSample>, Vec<AckEvent>);
+
 /// The client's share of the trace, kept for the aggregate judgement.
 #[derive(Default)]
 struct ClientData {
-    /// (start, end, flow id, packets, rtts, acks) per segment.
-    segments: Vec<(u64, u64, usize, Vec<DataPkt>, Vec<RttSample>, Vec<AckEvent>)>,
+    segments: Vec<ClientSegment>,
     flows: HashMap<String, usize>,
 }
 

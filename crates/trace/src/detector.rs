@@ -304,7 +304,7 @@ fn pattern(pkts: &[DataPkt], lost: &[usize], rate: f64, rtt_min: u64, rtt_med: u
     let mut prev_loss_t: Option<u64> = None;
     for &i in lost {
         let t = pkts[i].t_ns;
-        let starts_episode = prev_loss_t.map_or(true, |p| t.saturating_sub(p) > rtt_med);
+        let starts_episode = !matches!(prev_loss_t, Some(p) if t.saturating_sub(p) <= rtt_med);
         prev_loss_t = Some(t);
         if !starts_episode {
             continue;

@@ -113,6 +113,8 @@ impl Segment {
     }
 }
 
+type SegmentParts = (u32, Vec<DataPkt>, Vec<RttSample>, Vec<AckEvent>);
+
 #[derive(Clone, Copy)]
 struct Range {
     start: u64,
@@ -273,7 +275,8 @@ impl Dir {
         }
     }
 
-    fn take_segment(&mut self) -> Option<(u32, Vec<DataPkt>, Vec<RttSample>, Vec<AckEvent>)> {
+    /// Hands out the current segment: (index, packets, RTT samples, ACK arrivals).
+    fn take_segment(&mut self) -> Option<SegmentParts> {
         if self.pkts.is_empty() {
             return None;
         }
@@ -345,9 +348,8 @@ impl Tracker {
             conn.dirs[r].on_ack(p);
         }
         if p.payload_len > 0 {
-            let new_data = conn.dirs[d]
-                .unwrap(p.seq)
-                .map_or(true, |s| s >= conn.dirs[d].snd_max);
+            let snd_max = conn.dirs[d].snd_max;
+            let new_data = !matches!(conn.dirs[d].unwrap(p.seq), Some(s) if s < snd_max);
             if new_data && !conn.dirs[r].pkts.is_empty() {
                 conn.emit(r, out); // a new request ends the other side's response
             }
