@@ -18,6 +18,7 @@ use crate::token_bucket::{TokenBucket, TokenBucketConfig};
 use crate::trtcm::{TrTcm, TrTcmConfig};
 use crate::units::Rate;
 use crate::{Dropped, Verdict};
+use serde::de::{DeserializeOwned, Deserializer, Error as _};
 use serde::Deserialize;
 
 /// A configuration error that names the offending field.
@@ -34,8 +35,9 @@ impl ConfigError {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+/// Deserialises from a table with a `kind` key (see `from_table`), so that every error, wherever the
+/// config is embedded (replay, simulator scenarios, testbed), names the field.
+#[derive(Debug, Clone)]
 pub enum EnforcerConfig {
     TokenBucket(TokenBucketConfig),
     Srtcm(SrTcmConfig),
@@ -59,12 +61,53 @@ pub enum Enforcer {
 impl EnforcerConfig {
     /// Parses and validates a TOML document; errors name the field.
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
-        let cfg: EnforcerConfig = toml::from_str(text).map_err(|e| {
+        let table: toml::Table = toml::from_str(text).map_err(|e| {
             let field = e.span().map(|s| field_at(text, s.start)).unwrap_or_default();
-            ConfigError::new(field, e.message().to_string())
+            // A syntax error can come with an empty message; its Display says what and where.
+            let message = match e.message().trim() {
+                "" => e.to_string().trim().to_string(),
+                m => m.to_string(),
+            };
+            ConfigError::new(field, message)
         })?;
+        let cfg = Self::from_table(table)?;
         cfg.validate()?;
         Ok(cfg)
+    }
+
+    /// Builds the config from a TOML table: `kind` picks the variant, the other keys are that
+    /// variant's fields. Serde's internally tagged enums buffer their content and lose the key of
+    /// a bad value, so the variant is chosen first and its struct read with a tracked path.
+    pub fn from_table(mut table: toml::Table) -> Result<Self, ConfigError> {
+        let kind = match table.remove("kind") {
+            Some(toml::Value::String(kind)) => kind,
+            Some(other) => return Err(ConfigError::new("kind", format!("must be a string, not {}", other.type_str()))),
+            None => return Err(ConfigError::new("kind", format!("missing: one of {}", KINDS.join(", ")))),
+        };
+        fn read<T: DeserializeOwned>(table: toml::Table) -> Result<T, ConfigError> {
+            serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
+                let path = e.path().to_string();
+                let message = e.inner().message().trim().to_string();
+                let field = if path == "." { unknown_field_name(&message) } else { path };
+                ConfigError::new(field, message)
+            })
+        }
+        Ok(match kind.as_str() {
+            "token_bucket" => EnforcerConfig::TokenBucket(read(table)?),
+            "srtcm" => EnforcerConfig::Srtcm(read(table)?),
+            "trtcm" => EnforcerConfig::Trtcm(read(table)?),
+            "pqp" => EnforcerConfig::Pqp(read(table)?),
+            "bcpqp" => EnforcerConfig::Bcpqp(read(table)?),
+            "fair_policer" => EnforcerConfig::FairPolicer(read(table)?),
+            "shaper" => EnforcerConfig::Shaper(read(table)?),
+            "fifo" => EnforcerConfig::Fifo(read(table)?),
+            "red" => EnforcerConfig::Red(read(table)?),
+            "cpq" => EnforcerConfig::Cpq(read(table)?),
+            "dscd" => EnforcerConfig::Dscd(read(table)?),
+            other => {
+                return Err(ConfigError::new("kind", format!("unknown kind '{other}': expected one of {}", KINDS.join(", "))))
+            }
+        })
     }
 
     pub fn kind(&self) -> &'static str {
@@ -136,6 +179,25 @@ impl EnforcerConfig {
             Enforcer::Policer(p) => Ok(p),
             Enforcer::Queue(_) => Err(ConfigError::new("kind", format!("'{}' is a queueing enforcer, not a policer", self.kind()))),
         }
+    }
+}
+
+/// Every `kind` a config may name, in the order of `EnforcerConfig`'s variants.
+pub const KINDS: [&str; 11] =
+    ["token_bucket", "srtcm", "trtcm", "pqp", "bcpqp", "fair_policer", "shaper", "fifo", "red", "cpq", "dscd"];
+
+impl<'de> Deserialize<'de> for EnforcerConfig {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let table = toml::Table::deserialize(d)?;
+        Self::from_table(table).map_err(D::Error::custom)
+    }
+}
+
+/// Serde reports an unknown key at the struct's own level; the key is the field to name.
+fn unknown_field_name(message: &str) -> String {
+    match message.strip_prefix("unknown field `") {
+        Some(rest) => rest.split('`').next().unwrap_or("").to_string(),
+        None => String::new(),
     }
 }
 
@@ -218,6 +280,34 @@ mod tests {
     #[test]
     fn unknown_kind_is_named() {
         let e = EnforcerConfig::from_toml("kind = \"leaky\"\nrate = \"10mbit\"").unwrap_err();
+        assert_eq!(e.field, "kind");
         assert!(e.message.contains("leaky"), "{e}");
+        let e = EnforcerConfig::from_toml("rate = \"10mbit\"").unwrap_err();
+        assert_eq!(e.field, "kind");
+    }
+
+    #[test]
+    fn bad_values_name_their_field() {
+        let e = EnforcerConfig::from_toml("kind = \"token_bucket\"\nrate = \"0mbit\"\nburst = \"64kb\"").unwrap_err();
+        assert_eq!(e.field, "rate", "{e}");
+        let e = EnforcerConfig::from_toml("kind = \"token_bucket\"\nrate = \"1mbit\"\nburst = \"64kb\"\nbrust = 1").unwrap_err();
+        assert_eq!(e.field, "brust", "{e}");
+        let e = EnforcerConfig::from_toml("kind = \"token_bucket\"\nrate = \"1mbit\"").unwrap_err();
+        assert!(e.message.contains("burst"), "{e}");
+        let e = EnforcerConfig::from_toml("kind = \"token_bucket\"\nrate = \"1mbit\"\nburst = \"64 furlongs\"").unwrap_err();
+        assert_eq!(e.field, "burst", "{e}");
+        let e = EnforcerConfig::from_toml("kind = \"token_bucket\"\nrate = ").unwrap_err();
+        assert!(!e.message.is_empty());
+    }
+
+    #[test]
+    fn embedded_configs_keep_field_names() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Scenario {
+            enforcer: EnforcerConfig,
+        }
+        let e = toml::from_str::<Scenario>("[enforcer]\nkind = \"token_bucket\"\nrate = \"-1mbit\"\nburst = 1500").unwrap_err();
+        assert!(e.to_string().contains("rate: "), "{e}");
     }
 }
