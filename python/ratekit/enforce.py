@@ -115,8 +115,12 @@ def replay(
             raise ValueError(f"arrivals: already has an output column '{c}'")
     aggregate, _ = pd.factorize(df["aggregate"])  # dense ids in order of first appearance, as the CLI
     classes = None
-    if "class" in df.columns:
+    if "class" in df.columns:  # an empty class is class 0, as in the CLI
         classes = df["class"].fillna(0)
+        if classes.dtype.kind == "f":
+            if not (classes == classes.round()).all():
+                raise ValueError("arrivals: field 'class' must hold integers")
+            classes = classes.astype(np.int64)
     v = enforcer.run(
         df["time_ns"].to_numpy(),
         aggregate,

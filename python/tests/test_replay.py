@@ -86,3 +86,13 @@ def test_class_out_of_range_is_rejected_like_the_cli(tmp_path: Path, cli: Path) 
     df = arrivals(seed=3, n=100).assign(**{"class": 5})
     with pytest.raises(ValueError, match="'class': 5 is out of range"):
         ratekit.replay(config, df)
+
+
+def test_empty_class_is_class_zero_like_the_cli(tmp_path: Path, cli: Path) -> None:
+    config = REPO / "examples" / "enforcers" / "bcpqp-priority.toml"
+    df = arrivals(seed=4, n=3000).astype({"class": "float64"})
+    df.loc[::3, "class"] = np.nan
+    source, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    df.to_csv(source, index=False, float_format="%.0f")
+    run_cli(cli, "replay", "--config", config, "--input", source, "--output", out)
+    pd.testing.assert_frame_equal(ratekit.replay(config, source), pd.read_csv(out))
