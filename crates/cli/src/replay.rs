@@ -276,27 +276,8 @@ pub fn class_limit(text: &str) -> Option<(u64, &'static str)> {
 /// Reads and validates an enforcer config file; errors name the file and the field.
 pub fn load_config(path: &Path) -> anyhow::Result<(EnforcerConfig, String)> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config {}", path.display()))?;
-    let config = EnforcerConfig::from_toml(&text).map_err(|mut e| {
-        if e.field.is_empty() {
-            e.field = guess_field(&text, &e.message).unwrap_or_default();
-        }
-        anyhow::anyhow!("config {}: {e}", path.display())
-    })?;
+    let config = EnforcerConfig::from_toml(&text).map_err(|e| anyhow::anyhow!("config {}: {e}", path.display()))?;
     Ok((config, text))
-}
-
-/// Serde loses the position of a bad value inside the `kind`-tagged enum, so a unit error such as
-/// "'0mbit' must be greater than zero" arrives without its field: find the key whose value the
-/// message quotes.
-fn guess_field(text: &str, message: &str) -> Option<String> {
-    let table: toml::Table = text.parse().ok()?;
-    table.iter().find_map(|(key, value)| {
-        let shown = match value {
-            toml::Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        message.contains(&format!("'{shown}'")).then(|| key.clone())
-    })
 }
 
 /// `VERDICTS.csv` → `VERDICTS.summary.json`, beside it.
