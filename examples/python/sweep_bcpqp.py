@@ -46,7 +46,7 @@ def main() -> None:
     per_point = (
         summary.groupby("point")
         .agg(
-            p1_norm=("p99_normalized_throughput", "mean"),
+            p99_norm=("p99_normalized_throughput", "mean"),
             mean_norm=("mean_normalized_throughput", "mean"),
             jain=("mean_jain", "mean"),
             drop_rate=("drop_rate", "mean"),
@@ -59,7 +59,7 @@ def main() -> None:
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
     for window, rows in per_point.groupby("enforcer.window"):
         rows = rows.sort_values("enforcer.theta_plus")
-        axes[0].plot(rows["enforcer.theta_plus"], rows["p1_norm"], marker="o", label=f"T = {window}")
+        axes[0].plot(rows["enforcer.theta_plus"], rows["p99_norm"], marker="o", label=f"T = {window}")
         axes[1].plot(rows["enforcer.theta_plus"], rows["jain"], marker="o", label=f"T = {window}")
     axes[0].set(xlabel="θ+", ylabel="mean p99 normalised throughput", title="burst tail")
     axes[1].set(xlabel="θ+", ylabel="mean Jain index", title="per-flow fairness")
