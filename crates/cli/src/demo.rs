@@ -20,10 +20,11 @@
 
 use crate::csv_io::write_atomic;
 use crate::replay::{Arrival, Engine, Outcome};
-use crate::summary::{fmt_bps, jain, Accounting, Summary};
+use crate::summary::{fmt_bps, Accounting, Summary};
 use anyhow::Context;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use ratekit_core::metrics::jain;
 use ratekit_core::sizing::{self, EvaluationSizes, DEFAULT_MSS};
 use ratekit_core::{Duration, EnforcerConfig, Instant, PolicyNode, Rate};
 use serde::Serialize;

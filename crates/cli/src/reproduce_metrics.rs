@@ -5,7 +5,7 @@
 
 use crate::reproduce_spec::Selector;
 use anyhow::bail;
-use ratekit_sim::summary::jain;
+use ratekit_core::metrics::{self, jain};
 use ratekit_sim::{Series, Summary};
 
 /// One finished simulation, with what the metrics need to know about its flows.
@@ -93,13 +93,10 @@ fn apply_stat(stat: Stat, mut xs: Vec<f64>) -> f64 {
         return f64::NAN;
     }
     match stat {
-        Stat::Mean => xs.iter().sum::<f64>() / xs.len() as f64,
+        Stat::Mean => metrics::mean(&xs),
         Stat::Quantile(q) => {
-            // Nearest rank; the slack keeps a decimal percentile (99.9 / 100 reads
-            // 0.99900000000000001) from stepping up one rank.
             xs.sort_by(f64::total_cmp);
-            let rank = (q * xs.len() as f64 - 1e-9).ceil() as usize;
-            xs[rank.clamp(1, xs.len()) - 1]
+            metrics::percentile(&xs, q)
         }
     }
 }

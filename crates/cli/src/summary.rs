@@ -8,6 +8,7 @@
 //! a shaped aggregate shows its shaped rate; its flows share that denominator.
 
 use crate::replay::Outcome;
+use ratekit_core::metrics::jain;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -163,14 +164,6 @@ fn add(into: &mut Counts, c: &Counts) {
     }
 }
 
-/// Jain's fairness index (Σx)² / (n·Σx²) over `x`; 1 when all are equal, 1/n when one takes
-/// everything. `None` for an empty set or when every x is zero.
-pub fn jain(x: &[f64]) -> Option<f64> {
-    let sum: f64 = x.iter().sum();
-    let sq: f64 = x.iter().map(|v| v * v).sum();
-    (sq > 0.0).then(|| sum * sum / (x.len() as f64 * sq))
-}
-
 #[derive(Debug, Serialize)]
 pub struct FlowSummary {
     pub flow: String,
@@ -294,13 +287,6 @@ impl Summary {
 mod tests {
     use super::*;
     use ratekit_core::Instant;
-
-    #[test]
-    fn jain_extremes() {
-        assert_eq!(jain(&[2.0, 2.0, 2.0]), Some(1.0));
-        assert!((jain(&[1.0, 0.0, 0.0, 0.0]).unwrap() - 0.25).abs() < 1e-12);
-        assert_eq!(jain(&[]), None);
-    }
 
     #[test]
     fn passed_rate_stretches_to_the_last_departure() {

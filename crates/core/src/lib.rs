@@ -6,33 +6,37 @@
 
 pub mod config;
 pub mod enforcer;
+pub mod metrics;
 pub mod packet;
 pub mod policy;
+pub mod sizing;
 pub mod time;
 pub mod units;
 
+// Policers and their parts.
+pub mod aggregates;
 pub mod bcpqp;
-pub mod cpq;
-pub mod dscd;
-pub mod drr;
-pub mod exp_decay;
+pub mod colour;
+pub mod count_min;
 pub mod fair_policer;
-pub mod fifo_shaper;
+pub mod fast_hash;
 pub mod phantom;
 pub mod pqp;
+pub mod srtcm;
+pub mod token_bucket;
+pub mod trtcm;
+
+// Queueing disciplines and their parts.
+pub mod cpq;
+pub mod drr;
+pub mod dscd;
+pub mod exp_decay;
+pub mod fifo_shaper;
 pub mod queue_stats;
 pub mod red;
 pub mod shaper;
 pub mod shaper_set;
-pub mod srtcm;
-pub mod token_bucket;
-pub mod trtcm;
 pub mod utema;
-pub mod colour;
-pub mod aggregates;
-pub mod fast_hash;
-pub mod count_min;
-pub mod sizing;
 
 pub use config::{AnyPolicer, AnyQueue, ConfigError, Enforcer, EnforcerConfig};
 pub use enforcer::{DropReason, Dropped, Policer, QueueDiscipline, Verdict};

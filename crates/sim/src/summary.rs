@@ -2,6 +2,7 @@
 //! the engine's speed.
 
 use crate::world::AggCounters;
+use ratekit_core::metrics::{mean, percentile};
 use serde::Serialize;
 use std::path::Path;
 
@@ -64,33 +65,6 @@ pub struct EngineSummary {
     pub events_per_second: f64,
 }
 
-/// Jain's fairness index (Σx)² / (n·Σx²); `None` without active flows, 1 when all are zero.
-pub fn jain(xs: &[f64]) -> Option<f64> {
-    if xs.is_empty() {
-        return None;
-    }
-    let s: f64 = xs.iter().sum();
-    let s2: f64 = xs.iter().map(|x| x * x).sum();
-    Some(if s2 == 0.0 { 1.0 } else { s * s / (xs.len() as f64 * s2) })
-}
-
-/// Nearest-rank percentile of sorted samples.
-pub fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn mean(xs: &[f64]) -> f64 {
-    if xs.is_empty() {
-        0.0
-    } else {
-        xs.iter().sum::<f64>() / xs.len() as f64
-    }
-}
-
 impl AggSummary {
     pub fn new(id: u32, rate_bps: f64, enforcer: &str, norm: &mut [f64], jain: &[f64], c: AggCounters) -> Self {
         norm.sort_by(f64::total_cmp);
@@ -115,19 +89,4 @@ pub fn write(s: &Summary, path: &Path) -> std::io::Result<()> {
     let tmp = path.with_extension("json.tmp");
     std::fs::write(&tmp, serde_json::to_string_pretty(s).map_err(std::io::Error::other)? + "\n")?;
     std::fs::rename(tmp, path)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn jain_and_percentiles() {
-        assert_eq!(jain(&[1.0, 1.0, 1.0]), Some(1.0));
-        assert!((jain(&[0.9, 0.1]).unwrap() - 1.0 / (2.0 * 0.82)).abs() < 1e-12);
-        assert_eq!(jain(&[]), None);
-        let v: Vec<f64> = (1..=1000).map(|x| x as f64).collect();
-        assert_eq!(percentile(&v, 0.99), 990.0);
-        assert_eq!(percentile(&v, 0.999), 999.0);
-    }
 }

@@ -325,7 +325,7 @@ impl World {
             for a in 0..naggs {
                 let thr = agg_bytes[a] as f64 * 8.0 / dt;
                 let norm = thr / self.agg_rates_bps[a];
-                let j = summary::jain(&agg_active[a]);
+                let j = ratekit_core::metrics::jain(&agg_active[a]);
                 let c = self.ctx.aggs[a];
                 let p = prev[a];
                 if let Some((_, w)) = writers.as_mut() {

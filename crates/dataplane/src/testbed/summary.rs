@@ -6,6 +6,7 @@ use super::scenario::Resolved;
 use super::traffic::Recorder;
 use super::EnforcerCounts;
 use crate::middlebox::MiddleboxReport;
+use ratekit_core::metrics::{jain, mean, percentile};
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
@@ -65,34 +66,6 @@ pub struct AggSummary {
     pub shares: Vec<f64>,
 }
 
-/// Jain's index (Σx)²/(n·Σx²) over active (non-zero) flows; `None` without any.
-pub fn jain(xs: &[f64]) -> Option<f64> {
-    let active: Vec<f64> = xs.iter().copied().filter(|x| *x > 0.0).collect();
-    if active.is_empty() {
-        return None;
-    }
-    let s: f64 = active.iter().sum();
-    let s2: f64 = active.iter().map(|x| x * x).sum();
-    Some(s * s / (active.len() as f64 * s2))
-}
-
-/// Nearest-rank percentile of sorted samples.
-pub fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn mean(xs: &[f64]) -> f64 {
-    if xs.is_empty() {
-        0.0
-    } else {
-        xs.iter().sum::<f64>() / xs.len() as f64
-    }
-}
-
 pub fn build(sc: &Resolved, rec: &Recorder, counts: &[EnforcerCounts], mb: &MiddleboxReport) -> Summary {
     let s = &sc.scenario;
     let win_s = rec.window.as_secs_f64();
@@ -138,7 +111,10 @@ pub fn build(sc: &Resolved, rec: &Recorder, counts: &[EnforcerCounts], mb: &Midd
                 if total > 0.0 {
                     norm.push(total * 8.0 / win_s / rate_bps);
                 }
-                if let Some(j) = jain(&per_flow) {
+                // Flows with no bytes in the window are left out (the simulator instead keeps
+                // started, unfinished backlogged flows, so its Jain can be lower: docs/testbed.md).
+                let active: Vec<f64> = per_flow.iter().copied().filter(|x| *x > 0.0).collect();
+                if let Some(j) = jain(&active) {
                     jains.push(j);
                 }
             }
