@@ -1,21 +1,16 @@
 //! The `ratekit` command: thin drivers around ratekit-core's enforcers.
 
 use clap::{Parser, Subcommand};
+use ratekit_cli::{csv_io, detect, replay, sim_sweep, summary};
 
 mod bench;
-mod csv_io;
 mod demo;
-mod detect;
-mod detect_clusters;
 mod middlebox;
-mod replay;
 mod reproduce;
 mod reproduce_metrics;
 mod reproduce_report;
 mod reproduce_spec;
 mod sim;
-mod sim_sweep;
-mod summary;
 mod tc;
 mod testbed;
 

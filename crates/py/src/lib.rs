@@ -2,33 +2,15 @@
 //! docstrings). Every entry point works on whole arrays or files and releases the GIL while it
 //! runs, so Dask threads and workers run in parallel and no Python code runs per packet.
 //!
-//! Replay's engine, its CSV reader and the detect and sweep drivers live only in the `ratekit`
-//! binary's crate; they are compiled here from the same source files (not copies) so Python and
-//! the CLI give identical results. They belong in library crates; see docs/python.md.
+//! Replay's engine, its CSV reader and the detect and sweep drivers come from the `ratekit`
+//! command's library (crates/cli/src/lib.rs), so Python and the CLI give identical results.
 
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use std::path::PathBuf;
 
-#[allow(dead_code)]
-#[path = "../../cli/src/csv_io.rs"]
-mod csv_io;
-#[allow(dead_code)]
-#[path = "../../cli/src/detect.rs"]
-mod detect;
-#[allow(dead_code)]
-#[path = "../../cli/src/detect_clusters.rs"]
-mod detect_clusters;
-#[allow(dead_code)]
-#[path = "../../cli/src/replay.rs"]
-mod replay;
-#[allow(dead_code)]
-#[path = "../../cli/src/sim_sweep.rs"]
-mod sim_sweep;
-#[allow(dead_code)]
-#[path = "../../cli/src/summary.rs"]
-mod summary;
+use ratekit_cli::{csv_io, detect, detect_clusters, replay, sim_sweep};
 
 mod batch;
 
