@@ -78,3 +78,18 @@ def test_dask_run_entry_point(tmp_path: Path, client) -> None:
     plain = tmp_path / "plain.toml"
     plain.write_text(SCENARIO)
     assert dask_run.main(["sim", str(plain), "--out", str(tmp_path / "p"), "--dask", address]) == 2
+
+
+def test_cli_dask_flag_runs_on_the_cluster(tmp_path: Path, cli: Path, client) -> None:
+    """`ratekit sim --dask` and `ratekit detect --dask` hand the work to this cluster."""
+    address = client.scheduler.address
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(SCENARIO + '\n[sweep]\n"enforcer.theta_plus" = [1.2, 2.0]\n')
+    run_cli(cli, "sim", scenario, "--out", tmp_path / "sim", "--dask", address)
+    summary = pd.read_parquet(tmp_path / "sim" / "summary")
+    assert summary["point"].nunique() == 2
+    traces = make_traces(tmp_path / "traces")
+    run_cli(cli, "detect", tmp_path / "traces", "--out", tmp_path / "det", "--dask", address)
+    statuses = [json.loads(p.read_text())["status"] for p in (tmp_path / "det" / "files").glob("*.json")]
+    assert statuses == ["ok"] * len(traces)
+    assert len(pd.read_parquet(tmp_path / "det" / "results")) > 0

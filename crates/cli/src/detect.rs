@@ -38,6 +38,10 @@ pub struct Args {
     /// Worker threads (default: one per core).
     #[arg(long)]
     pub jobs: Option<usize>,
+    /// Judge the files on the Dask cluster at ADDRESS (one task per file) through the Python
+    /// package; --out is then a directory of Parquet partitions (docs/python.md).
+    #[arg(long, value_name = "ADDRESS", conflicts_with = "clusters")]
+    pub dask: Option<String>,
 }
 
 pub const COLUMNS: [&str; 17] = [
@@ -66,6 +70,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return detect_clusters::run(results, &args.group_by, args.coverage, &out);
     }
     let Some(out) = args.out.clone() else { bail!("--out RESULTS.csv is required") };
+    if let Some(address) = &args.dask {
+        let mut forwarded: Vec<std::ffi::OsString> = args.inputs.iter().map(|p| p.clone().into_os_string()).collect();
+        forwarded.extend(["--out".into(), out.into_os_string()]);
+        if args.all_directions {
+            forwarded.push("--all-directions".into());
+        }
+        if args.no_aggregate {
+            forwarded.push("--no-aggregate".into());
+        }
+        return crate::dask::run("detect", forwarded, address);
+    }
     let files = collect_inputs(&args.inputs)?;
     if files.is_empty() {
         bail!("no capture files found in the given inputs");

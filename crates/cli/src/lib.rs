@@ -2,6 +2,7 @@
 //! calls too, so both give identical results from one source.
 
 pub mod csv_io;
+pub mod dask;
 pub mod detect;
 pub mod detect_clusters;
 pub mod replay;

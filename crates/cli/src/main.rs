@@ -1,7 +1,7 @@
 //! The `ratekit` command: thin drivers around ratekit-core's enforcers.
 
 use clap::{Parser, Subcommand};
-use ratekit_cli::{csv_io, detect, replay, sim_sweep, summary};
+use ratekit_cli::{csv_io, dask, detect, replay, sim_sweep, summary};
 
 mod bench;
 mod demo;

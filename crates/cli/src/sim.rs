@@ -27,6 +27,10 @@ pub struct Args {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// Run the scenario's [sweep] points on the Dask cluster at ADDRESS (e.g. tcp://host:8786)
+    /// through the Python package; --out then holds Parquet partitions (docs/python.md).
+    #[arg(long, value_name = "ADDRESS")]
+    pub dask: Option<String>,
 }
 
 fn bar(len: u64, quiet: bool, what: &str) -> ProgressBar {
@@ -43,6 +47,13 @@ fn bar(len: u64, quiet: bool, what: &str) -> ProgressBar {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(address) = &args.dask {
+        let mut forwarded = vec![args.scenario.clone().into_os_string(), "--out".into(), args.out.clone().into()];
+        if let Some(seed) = args.seed {
+            forwarded.extend(["--seed".into(), seed.to_string().into()]);
+        }
+        return crate::dask::run("sim", forwarded, address);
+    }
     let file = args.scenario.display().to_string();
     let text = std::fs::read_to_string(&args.scenario).with_context(|| format!("reading {file}"))?;
     // Validate the file as written first: its errors carry the field's position.
