@@ -114,6 +114,7 @@ fn detect_files(
         all_directions,
         no_aggregate: !aggregate,
         jobs,
+        dask: None,
     };
     py.allow_threads(|| detect::run(args)).map_err(|e| value_error(format!("{e:#}")))
 }
