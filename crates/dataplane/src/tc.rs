@@ -210,6 +210,8 @@ pub fn detach(hook: &Hook) -> Result<bool, BpfError> {
     }
     let pinned = hook.pin_dir().exists();
     let _ = std::fs::remove_dir_all(hook.pin_dir());
+    // The shared root goes with the last hook; remove_dir refuses while other hooks are pinned.
+    let _ = std::fs::remove_dir(PIN_ROOT);
     Ok(present || pinned)
 }
 
