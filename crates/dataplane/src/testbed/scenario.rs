@@ -4,6 +4,8 @@
 //! secondary, pick, start_jitter) are accepted and ignored, so a sim scenario runs here as is.
 
 use ratekit_core::{Bytes, Duration, EnforcerConfig, Rate};
+// The measurement table means the same in the testbed as in the simulator.
+pub use ratekit_sim::scenario::Measure;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -65,24 +67,6 @@ pub struct Scenario {
     pub aggregates: Vec<Aggregate>,
     #[serde(default)]
     pub testbed: TestbedTable,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct Measure {
-    #[serde(default = "default_window")]
-    pub window: Duration,
-    #[serde(default)]
-    pub warmup: Duration,
-}
-
-impl Default for Measure {
-    fn default() -> Self {
-        Measure { window: default_window(), warmup: Duration::ZERO }
-    }
-}
-
-fn default_window() -> Duration {
-    Duration::from_millis(250)
 }
 
 #[derive(Debug, Clone, Deserialize)]
