@@ -35,24 +35,25 @@ fn token_bucket_policer_lets_bbr_starve_cubic() {
     assert!((0.9..1.0).contains(&a.mean_normalized_throughput), "{a:?}");
 }
 
+/// The fair enforcers' claim (001 §V, 000 §6): BBR and CUBIC split the rate evenly and the
+/// aggregate still reaches it.
+fn assert_bbr_and_cubic_share_fairly(file: &str) {
+    let s = run(file);
+    let a = &s.aggregates[0];
+    assert!(a.mean_jain >= 0.95, "{file}: Jain {:.3}", a.mean_jain);
+    let bbr = goodput_share(&s, "bbr");
+    assert!((0.4..0.6).contains(&bbr), "{file}: BBR share {bbr:.3}");
+    assert!(a.mean_normalized_throughput > 0.9, "{file}: {a:?}");
+}
+
 #[test]
 fn fair_policer_shares_fairly_between_bbr_and_cubic() {
-    let s = run("fairpolicer-bbr-vs-cubic.toml");
-    let a = &s.aggregates[0];
-    assert!(a.mean_jain >= 0.95, "Jain {:.3}", a.mean_jain);
-    let bbr = goodput_share(&s, "bbr");
-    assert!((0.4..0.6).contains(&bbr), "BBR share {bbr:.3}");
-    assert!(a.mean_normalized_throughput > 0.9, "{a:?}");
+    assert_bbr_and_cubic_share_fairly("fairpolicer-bbr-vs-cubic.toml");
 }
 
 #[test]
 fn bcpqp_shares_fairly_between_bbr_and_cubic() {
-    let s = run("bcpqp-bbr-vs-cubic.toml");
-    let a = &s.aggregates[0];
-    assert!(a.mean_jain >= 0.95, "Jain {:.3}", a.mean_jain);
-    let bbr = goodput_share(&s, "bbr");
-    assert!((0.4..0.6).contains(&bbr), "BBR share {bbr:.3}");
-    assert!(a.mean_normalized_throughput > 0.9, "{a:?}");
+    assert_bbr_and_cubic_share_fairly("bcpqp-bbr-vs-cubic.toml");
 }
 
 #[test]
