@@ -48,6 +48,10 @@ pub struct Args {
     /// shaper), e.g. to profile one with perf. The token bucket is always kept as the baseline.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
+    /// Aggregate counts to measure instead of the default 1, 10k (and 1M without `--quick`),
+    /// e.g. `--aggregates 1` for an instruction count under callgrind.
+    #[arg(long, value_delimiter = ',')]
+    pub aggregates: Vec<u32>,
 }
 
 const QUEUES: u32 = 16;
@@ -174,6 +178,19 @@ struct Bench<'a> {
     warmup_laps: u64,
 }
 
+/// One pass of `arr` through `ps`, `offset` ns later; returns how many passed. Never inlined, so
+/// that `valgrind --tool=callgrind` reports its inclusive instruction count (the data path and
+/// the container's lookup, nothing else): run one enforcer at a time with `--only`, and
+/// subtract the token-bucket-only run, which every run includes.
+#[inline(never)]
+fn feed(ps: &mut impl Policer, arr: &[(Instant, Packet)], offset: u64) -> u64 {
+    let mut passed = 0u64;
+    for (t, pkt) in arr {
+        passed += ps.on_arrival(Instant(t.0 + offset), black_box(pkt)).is_pass() as u64;
+    }
+    passed
+}
+
 /// Time between the start of one lap over `arr` and the next: the array's span plus one gap.
 fn lap_ns(arr: &[(Instant, Packet)]) -> u64 {
     match arr {
@@ -193,18 +210,11 @@ impl Bench<'_> {
             ps.entry(a);
         }
         let lap = lap_ns(self.arr);
-        let mut run = |offset: u64| {
-            let mut passed = 0u64;
-            for (t, pkt) in self.arr {
-                passed += ps.on_arrival(Instant(t.0 + offset), black_box(pkt)).is_pass() as u64;
-            }
-            passed
-        };
         for l in 0..self.warmup_laps {
-            black_box(run(l * lap));
+            black_box(feed(&mut ps, self.arr, l * lap));
         }
         let start = std::time::Instant::now();
-        let passed = run(self.warmup_laps * lap);
+        let passed = feed(&mut ps, self.arr, self.warmup_laps * lap);
         let ns = start.elapsed().as_nanos() as f64 / self.arr.len() as f64;
         black_box(&ps);
         (ns, passed as f64 / self.arr.len() as f64)
@@ -223,16 +233,17 @@ impl Bench<'_> {
     }
 }
 
-/// Calls `$f` on a `Bench` with the constructor of `$cfg`'s concrete policer type.
+/// Calls `$f` on a `Bench` with a maker of `$cfg`'s concrete policer type: clones of one fresh
+/// prototype, as `aggregates::ConfigFactory` makes them (parameters built once and shared).
 macro_rules! with_policer {
     ($cfg:expr, $bench:expr, $f:ident) => {
         match $cfg {
-            EnforcerConfig::TokenBucket(c) => Ok($bench.$f(|| TokenBucket::new(c))),
-            EnforcerConfig::Srtcm(c) => Ok($bench.$f(|| SrTcm::new(c))),
-            EnforcerConfig::Trtcm(c) => Ok($bench.$f(|| TrTcm::new(c))),
-            EnforcerConfig::Pqp(c) => Ok($bench.$f(|| Pqp::new(c))),
-            EnforcerConfig::Bcpqp(c) => Ok($bench.$f(|| BcPqp::new(c))),
-            EnforcerConfig::FairPolicer(c) => Ok($bench.$f(|| FairPolicer::new(c))),
+            EnforcerConfig::TokenBucket(c) => Ok({ let p = TokenBucket::new(c); $bench.$f(|| p.clone()) }),
+            EnforcerConfig::Srtcm(c) => Ok({ let p = SrTcm::new(c); $bench.$f(|| p.clone()) }),
+            EnforcerConfig::Trtcm(c) => Ok({ let p = TrTcm::new(c); $bench.$f(|| p.clone()) }),
+            EnforcerConfig::Pqp(c) => Ok({ let p = Pqp::new(c); $bench.$f(|| p.clone()) }),
+            EnforcerConfig::Bcpqp(c) => Ok({ let p = BcPqp::new(c); $bench.$f(|| p.clone()) }),
+            EnforcerConfig::FairPolicer(c) => Ok({ let p = FairPolicer::new(c); $bench.$f(|| p.clone()) }),
             other => Err(anyhow::anyhow!("'{}' is not a policer", other.kind())),
         }
     };
@@ -319,11 +330,17 @@ struct Plan {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let plan = if args.quick {
+    let mut plan = if args.quick {
         Plan { aggregates: vec![1, 10_000], shaper_aggregates: vec![1, 10_000], packets: 200_000, reps: 3, warmup_laps: 1 }
     } else {
         Plan { aggregates: vec![1, 10_000, 1_000_000], shaper_aggregates: vec![1, 10_000], packets: 2_000_000, reps: 3, warmup_laps: 2 }
     };
+    if !args.aggregates.is_empty() {
+        if args.aggregates.contains(&0) {
+            anyhow::bail!("--aggregates: counts must be at least 1");
+        }
+        plan.aggregates = args.aggregates.clone();
+    }
     let wanted = |name: &str| args.only.is_empty() || name == "token_bucket" || args.only.iter().any(|o| o == name);
     let contenders: Vec<Contender> = contenders().into_iter().filter(|c| wanted(c.name)).collect();
     let with_shaper = wanted("shaper");
@@ -430,10 +447,15 @@ fn render(args: &Args, plan: &Plan, contenders: &[Contender], per_aggregate: &[u
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let _ = writeln!(
         s,
-        "Command: `ratekit bench{}{}{}` (seed {}; {} packets per cell timed after {} untimed warm-up pass(es) over them; median of {} repetitions)  ",
+        "Command: `ratekit bench{}{}{}{}` (seed {}; {} packets per cell timed after {} untimed warm-up pass(es) over them; median of {} repetitions)  ",
         if args.quick { " --quick" } else { "" },
         args.out.as_ref().map(|o| format!(" --out {}", o.display())).unwrap_or_default(),
         if args.only.is_empty() { String::new() } else { format!(" --only {}", args.only.join(",")) },
+        if args.aggregates.is_empty() {
+            String::new()
+        } else {
+            format!(" --aggregates {}", args.aggregates.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(","))
+        },
         args.seed,
         plan.packets,
         plan.warmup_laps,

@@ -27,24 +27,25 @@ impl<P, F: FnMut(u64) -> P> Factory<P> for F {
     }
 }
 
-/// The same validated config for every aggregate.
+/// The same validated config for every aggregate: one policer is built from it, and every new
+/// aggregate is a clone of that fresh prototype, so the parameters (for PQP/BC-PQP the compiled
+/// policy) are built once and shared by every aggregate instead of compiled per aggregate.
 #[derive(Debug, Clone)]
 pub struct ConfigFactory {
-    cfg: EnforcerConfig,
+    prototype: AnyPolicer,
 }
 
 impl ConfigFactory {
     /// Validates once; fails if the config is invalid or names a queueing enforcer.
     pub fn new(cfg: EnforcerConfig) -> Result<Self, ConfigError> {
-        cfg.build_policer()?;
-        Ok(ConfigFactory { cfg })
+        Ok(ConfigFactory { prototype: cfg.build_policer()? })
     }
 }
 
 impl Factory<AnyPolicer> for ConfigFactory {
+    #[inline]
     fn build(&mut self, _aggregate: u64) -> AnyPolicer {
-        // Validated in `new`; building a policer from a valid config does not fail.
-        self.cfg.build_policer().expect("config validated by ConfigFactory::new")
+        self.prototype.clone()
     }
 }
 

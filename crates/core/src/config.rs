@@ -213,7 +213,9 @@ fn field_at(text: &str, offset: usize) -> String {
 }
 
 /// Enum dispatch over every policer: a closed set at the boundary (style.md practice 3),
-/// monomorphic and inlinable in the data path.
+/// monomorphic and inlinable in the data path. Cloning copies one aggregate's state and shares
+/// its parameters (PQP/BC-PQP keep them behind an `Arc`), so containers clone a prototype.
+#[derive(Debug, Clone)]
 pub enum AnyPolicer {
     TokenBucket(TokenBucket),
     Srtcm(SrTcm),
