@@ -52,9 +52,12 @@ impl Link {
                 q.push_back(idx);
             }
             LinkQueue::Enforcer(d) => {
-                let p = *ctx.pool.get(idx);
+                let sp = ctx.pool.get_mut(idx);
+                sp.enq_ns = now;
+                let p = *sp;
                 let (flow, class) = ctx.flow_keys[p.flow as usize];
                 ctx.aggs[self.agg as usize].arrivals += 1;
+                ctx.enf.arrival(now, self.agg, p.flow, class);
                 let pkt = Packet { id: idx as u64, len: p.len, flow, class, aggregate: self.agg as u64 };
                 d.enqueue(Instant(now), pkt, &mut self.drops);
                 self.release_drops(ctx);
@@ -66,8 +69,11 @@ impl Link {
     }
 
     fn release_drops(&mut self, ctx: &mut Ctx) {
+        let now = ctx.ev.now();
         for d in self.drops.drain(..) {
+            let flow = ctx.pool.get(d.pkt.id as u32).flow;
             ctx.aggs[self.agg as usize].enforcer_drops += 1;
+            ctx.enf.drop(now, self.agg, flow, ctx.flow_keys[flow as usize].1);
             ctx.pool.release(d.pkt.id as u32);
         }
     }
@@ -78,6 +84,12 @@ impl Link {
             LinkQueue::DropTail { q, bytes, .. } => q.pop_front().inspect(|&i| *bytes -= ctx.pool.get(i).len as u64),
             LinkQueue::Enforcer(d) => {
                 let p = d.dequeue(Instant(now), &mut self.drops).map(|p| p.id as u32);
+                if let Some(i) = p {
+                    let sp = ctx.pool.get(i);
+                    let flow = sp.flow;
+                    let sojourn = now - sp.enq_ns;
+                    ctx.enf.sent(now, self.agg, flow, ctx.flow_keys[flow as usize].1, sojourn);
+                }
                 let wake = d.next_wakeup();
                 self.release_drops(ctx);
                 if p.is_none() {
@@ -174,12 +186,16 @@ impl EnforcementPoint {
             let sp = *ctx.pool.get(idx);
             let (flow, class) = ctx.flow_keys[sp.flow as usize];
             let pkt = Packet { id: idx as u64, len: sp.len, flow, class, aggregate: self.agg as u64 };
+            let now = ctx.ev.now();
             ctx.aggs[self.agg as usize].arrivals += 1;
-            if let Verdict::Drop(_) = p.on_arrival(Instant(ctx.ev.now()), &pkt) {
+            ctx.enf.arrival(now, self.agg, sp.flow, class);
+            if let Verdict::Drop(_) = p.on_arrival(Instant(now), &pkt) {
                 ctx.aggs[self.agg as usize].enforcer_drops += 1;
+                ctx.enf.drop(now, self.agg, sp.flow, class);
                 ctx.pool.release(idx);
                 return;
             }
+            ctx.enf.sent(now, self.agg, sp.flow, class, 0);
         }
         ctx.out.push(idx);
     }

@@ -32,6 +32,8 @@ pub struct Pkt {
     /// the model (the reverse path has no enforcer), so one block per ACK keeps the sender's
     /// scoreboard exact, as Linux's three SACK blocks do on a loss-free reverse path.
     pub sack: u32,
+    /// When it entered a queueing enforcer (for its sojourn time).
+    pub enq_ns: u64,
 }
 
 #[derive(Default)]

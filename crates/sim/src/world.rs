@@ -13,7 +13,7 @@ use crate::engine::{ComponentId, EventList};
 use crate::net::{EnforcementPoint, Link, LinkQueue, Pipe};
 use crate::packet::{Kind, Pkt, Pool, HEADER};
 use crate::scenario::Resolved;
-use crate::summary::{self, AggSummary, EngineSummary, FlowSummary, Summary};
+use crate::summary::{self, AggSummary, EnfStats, EngineSummary, FlowEnf, FlowSummary, Summary};
 use crate::tcp::{TcpReceiver, TcpSender};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -40,6 +40,8 @@ pub struct Ctx {
     pub aggs: Vec<AggCounters>,
     /// Per flow: (flow key for the core's classifiers, explicit class).
     pub flow_keys: Vec<(u64, u16)>,
+    /// Per-flow and per-class statistics at the enforcers.
+    pub enf: EnfStats,
 }
 
 impl Ctx {
@@ -128,6 +130,11 @@ impl World {
             out: Vec::new(),
             aggs: vec![AggCounters::default(); r.aggregates.len()],
             flow_keys: Vec::new(),
+            enf: EnfStats {
+                from_ns: r.scenario.measure.warmup.0,
+                classes: vec![Vec::new(); r.aggregates.len()],
+                ..EnfStats::default()
+            },
         };
         let mut agg_rates_bps = Vec::new();
         let mut agg_kinds = Vec::new();
@@ -187,6 +194,8 @@ impl World {
                 routes.push(flat);
                 starts.push((sender, start_ns));
                 ctx.flow_keys.push((mix(0xF10F, fid as u64), f.class));
+                ctx.enf.flow_agg.push(a.id);
+                ctx.enf.flows.push(FlowEnf::default());
                 flows.push(FlowMeta {
                     aggregate: a.id,
                     cc: (!udp).then_some(f.cc),
@@ -401,13 +410,25 @@ impl World {
                     delivered_bytes: bytes,
                     retransmits: retx,
                     timeouts: rto,
+                    enforcer_arrivals: self.ctx.enf.flows[id].arrivals,
+                    enforcer_drops: self.ctx.enf.flows[id].drops,
+                    queue_delay_mean_ms: self.ctx.enf.flows[id].delay.mean_ms(),
+                    queue_delay_p99_ms: self.ctx.enf.flows[id].delay.percentile_ms(0.99),
                 }
             })
             .collect();
         let aggregates = (0..naggs)
             .map(|a| {
                 let c = self.ctx.aggs[a];
-                AggSummary::new(a as u32, self.agg_rates_bps[a], self.agg_kinds[a], &mut norm_samples[a], &jain_samples[a], c)
+                AggSummary::new(
+                    a as u32,
+                    self.agg_rates_bps[a],
+                    self.agg_kinds[a],
+                    &mut norm_samples[a],
+                    &jain_samples[a],
+                    c,
+                    self.ctx.enf.class_summaries(a),
+                )
             })
             .collect();
         let summary = Summary {
