@@ -5,6 +5,7 @@
 //! 200 ms) with exponential backoff and every un-SACKed segment marked lost, delivery-rate
 //! sampling for BBR, tail loss probes (PTO = 2·srtt, + 200 ms with one segment out, at least
 //! 10 ms, one probe per flight), cwnd restart after idle, initial window 10, MSS 1448.
+//! Optional fq-style pacing for the models that do not pace themselves (`set_pacing`).
 //! Not modelled: undo of spurious reductions (no reordering exists here),
 //! TSO/GSO bursts, receive-window limits.
 
@@ -76,7 +77,9 @@ pub struct TcpSender {
     prior_cwnd: u32,
     prr_delivered: u32,
     prr_out: u32,
-    // Pacing
+    // Pacing: BBR's own rate, or with `fq_pacing` Linux's tcp_update_pacing_rate.
+    fq_pacing: bool,
+    fq_rate: Option<f64>,
     next_send_ns: u64,
     last_send_ns: u64,
     started: bool,
@@ -107,6 +110,7 @@ impl TcpSender {
                 ca_state: CaState::Open,
                 mss: MSS,
                 edt_ns: 0,
+                fq_paced: false,
             },
             segs: VecDeque::new(),
             sacked_out: 0,
@@ -131,12 +135,40 @@ impl TcpSender {
             prior_cwnd: 0,
             prr_delivered: 0,
             prr_out: 0,
+            fq_pacing: false,
+            fq_rate: None,
             next_send_ns: 0,
             last_send_ns: 0,
             started: false,
             wake: Wakeup::default(),
             stats: SenderStats::default(),
         }
+    }
+
+    /// Paces a model that does not pace itself as Linux does under the fq qdisc: each segment
+    /// leaves len/rate after the previous one. BBR paces itself and ignores this.
+    pub fn set_pacing(&mut self, on: bool) {
+        self.fq_pacing = on;
+        self.conn.fq_paced = on;
+        self.update_pacing_rate();
+    }
+
+    /// `tcp_update_pacing_rate` (net/ipv4/tcp_input.c), run after each ACK's cwnd update:
+    /// 2·cwnd·MSS/srtt while cwnd < ssthresh/2 (sysctl tcp_pacing_ss_ratio = 200 %), else
+    /// 1.2·cwnd·MSS/srtt (tcp_pacing_ca_ratio = 120 %), over max(cwnd, packets_out). Without
+    /// an RTT sample Linux leaves the rate unlimited; there is no handshake here, so the first
+    /// window leaves unpaced (Linux would pace it with the SYN's RTT).
+    fn update_pacing_rate(&mut self) {
+        self.fq_rate = (self.fq_pacing && self.srtt_ns > 0).then(|| {
+            let ratio = if self.conn.cwnd < self.conn.ssthresh / 2 { 2.0 } else { 1.2 };
+            let segments = self.conn.cwnd.max(self.packets_out()) as f64;
+            ratio * segments * MSS as f64 * 1e9 / self.srtt_ns as f64
+        });
+    }
+
+    /// Bytes/s the sender paces at, if it paces.
+    fn pacing_rate(&self) -> Option<f64> {
+        self.cc.pacing_rate().or(self.fq_rate)
     }
 
     pub fn cwnd(&self) -> u32 {
@@ -440,6 +472,7 @@ impl TcpSender {
                 self.cc.cong_avoid(&mut self.conn, rs.acked_sacked);
             }
         }
+        self.update_pacing_rate();
         self.app.poll(now, self.conn.snd_una);
         self.transmit(ctx);
     }
@@ -499,7 +532,7 @@ impl TcpSender {
     /// `tcp_write_xmit`: retransmissions first, then new data, within cwnd and the pacing rate.
     fn transmit(&mut self, ctx: &mut Ctx) {
         let now = ctx.ev.now();
-        let pacing = self.cc.pacing_rate();
+        let pacing = self.pacing_rate();
         loop {
             let in_flight = self.in_flight();
             let retx = loop {
@@ -580,7 +613,7 @@ impl TcpSender {
 
     fn emit(&mut self, ctx: &mut Ctx, seq: u32, now: u64) {
         let len = self.seg_len(seq);
-        if let Some(rate) = self.cc.pacing_rate() {
+        if let Some(rate) = self.pacing_rate() {
             let gap = (len as f64 * 1e9 / rate.max(1.0)) as u64;
             self.next_send_ns = self.next_send_ns.max(now) + gap;
         }
@@ -759,5 +792,128 @@ impl TcpReceiver {
         self.unacked = 0;
         self.delack_deadline = None;
         ctx.send(Pkt { flow: self.flow, kind: Kind::Ack, ack: self.rcv_nxt, sack, len: HEADER, ..Pkt::default() });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cc::CcKind;
+    use crate::engine::EventList;
+    use crate::packet::Pool;
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+
+    const SENDER: ComponentId = 0;
+    const RECEIVER: ComponentId = 1;
+
+    /// One data send and the pacing state the sender had when it left.
+    struct Send {
+        t: u64,
+        len: u32,
+        /// Linux's formula from the state after the last ACK (None before an RTT sample).
+        expected_rate: Option<f64>,
+        slow_start: bool,
+    }
+
+    /// One flow over a FIFO bottleneck of `rate_bps` with an unbounded queue and `rtt_ns` of
+    /// propagation; `drop_seq` is lost once, so that the flow leaves slow start.
+    fn run_flow(cc: CcKind, pacing: bool, rate_bps: f64, rtt_ns: u64, drop_seq: Option<u32>, until_ns: u64) -> Vec<Send> {
+        let mut ctx = Ctx { ev: EventList::default(), pool: Pool::default(), out: Vec::new(), aggs: Vec::new(), flow_keys: Vec::new(), enf: Default::default() };
+        let mut tx = TcpSender::new(SENDER, 0, Cc::new(cc, 1), App::Backlogged);
+        tx.set_pacing(pacing);
+        let mut rx = TcpReceiver::new(RECEIVER, 0, None);
+        let mut wire: BinaryHeap<Reverse<(u64, u64, u32)>> = BinaryHeap::new();
+        let (mut order, mut link_free, mut dropped) = (0u64, 0u64, false);
+        let (mut expected_rate, mut slow_start) = (None, true);
+        let mut sends = Vec::new();
+        tx.schedule_start(&mut ctx, 0);
+        loop {
+            let next_wire = wire.peek().map_or(u64::MAX, |Reverse((t, _, _))| *t);
+            if let Some(id) = ctx.ev.pop_until(next_wire.min(until_ns)) {
+                if id == SENDER {
+                    tx.on_timer(&mut ctx);
+                } else {
+                    rx.on_timer(&mut ctx);
+                }
+            } else if next_wire <= until_ns {
+                let Reverse((t, _, i)) = wire.pop().expect("peeked");
+                ctx.ev.advance_to(t);
+                let p = *ctx.pool.get(i);
+                ctx.pool.release(i);
+                if p.kind == Kind::Data {
+                    rx.on_data(&mut ctx, p.seq, p.len - HEADER);
+                } else {
+                    tx.on_ack(&mut ctx, p.ack, p.sack);
+                    let c = &tx.conn;
+                    slow_start = c.cwnd < c.ssthresh / 2;
+                    let ratio = if slow_start { 2.0 } else { 1.2 };
+                    expected_rate = Some(ratio * c.cwnd.max(tx.packets_out()) as f64 * MSS as f64 * 1e9 / tx.srtt_ns as f64);
+                }
+            } else {
+                break;
+            }
+            let now = ctx.ev.now();
+            for i in std::mem::take(&mut ctx.out) {
+                let p = *ctx.pool.get(i);
+                order += 1;
+                let arrive = if p.kind == Kind::Data {
+                    sends.push(Send { t: now, len: p.len, expected_rate: if pacing { expected_rate } else { None }, slow_start });
+                    if Some(p.seq) == drop_seq && !dropped {
+                        dropped = true;
+                        ctx.pool.release(i);
+                        continue;
+                    }
+                    link_free = link_free.max(now) + (p.len as f64 * 8e9 / rate_bps) as u64;
+                    link_free + rtt_ns / 2
+                } else {
+                    now + rtt_ns / 2
+                };
+                wire.push(Reverse((arrive, order, i)));
+            }
+        }
+        sends
+    }
+
+    fn same_instant_pairs(sends: &[Send]) -> usize {
+        sends.windows(2).filter(|w| w[1].t == w[0].t).count()
+    }
+
+    #[test]
+    fn fq_pacing_spaces_segments_at_linux_rate_in_slow_start_and_avoidance() {
+        let sends = run_flow(CcKind::Cubic, true, 20e6, 20_000_000, Some(300), 3_000_000_000);
+        // (gap to the next send, len/rate at the expected rate, in slow start)
+        let paced: Vec<_> = sends
+            .windows(2)
+            .filter_map(|w| w[0].expected_rate.map(|r| (w[1].t - w[0].t, w[0].len as f64 * 1e9 / r, w[0].slow_start)))
+            .collect();
+        for (gap, want, _) in &paced {
+            assert!(*gap as f64 >= want - 1.0, "gap {gap} ns shorter than len/rate = {want:.0} ns");
+        }
+        // In each phase (the dropped segment ends slow start) pacing rather than the ACK clock
+        // spaces many sends: their gap is the paced one. In congestion avoidance 1.2·cwnd/srtt
+        // fills cwnd before the round ends, so the rest of the round is ACK-clocked.
+        for (phase, share) in [(true, 0.67), (false, 0.4)] {
+            let gaps: Vec<_> = paced.iter().filter(|p| p.2 == phase).collect();
+            let at_rate = gaps.iter().filter(|(gap, want, _)| (*gap as f64) < want * 1.01 + 1.0).count();
+            assert!(gaps.len() > 30, "slow start {phase}: {} paced sends", gaps.len());
+            assert!(at_rate as f64 > share * gaps.len() as f64, "slow start {phase}: {at_rate} of {} gaps at the pacing rate", gaps.len());
+        }
+        let first = sends.iter().position(|s| s.expected_rate.is_some()).expect("an RTT sample");
+        assert_eq!(same_instant_pairs(&sends[first..]), 0, "paced segments never leave together");
+    }
+
+    #[test]
+    fn without_pacing_cubic_sends_ack_clocked_bursts() {
+        let sends = run_flow(CcKind::Cubic, false, 20e6, 20_000_000, Some(300), 3_000_000_000);
+        // The initial window leaves at once and each ACK releases back-to-back segments.
+        assert!(sends[..10].iter().all(|s| s.t == 0));
+        assert!(same_instant_pairs(&sends[10..]) > 500, "{} bursts", same_instant_pairs(&sends[10..]));
+    }
+
+    #[test]
+    fn set_pacing_leaves_bbr_unchanged() {
+        let times = |pacing| run_flow(CcKind::Bbr, pacing, 20e6, 20_000_000, Some(300), 2_000_000_000).iter().map(|s| s.t).collect::<Vec<_>>();
+        assert_eq!(times(true), times(false));
     }
 }

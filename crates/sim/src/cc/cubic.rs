@@ -168,7 +168,7 @@ impl Cubic {
     }
 
     /// HyStart (Ha & Rhee 2011) as in `hystart_update`: leave slow start when ACKs of a round
-    /// keep arriving densely beyond half the min RTT (ack train), or when the round's min RTT
+    /// keep arriving densely beyond half the min RTT (the whole min RTT when paced: ack train), or when the round's min RTT
     /// exceeds the path's by clamp(min_rtt/8, 4 ms, 16 ms).
     fn hystart_update(&mut self, c: &Conn, delay: u64) -> bool {
         if c.snd_una > self.end_seq {
@@ -176,7 +176,9 @@ impl Cubic {
         }
         let found = if c.now_ns.saturating_sub(self.last_ack_ns) <= HYSTART_ACK_DELTA_NS {
             self.last_ack_ns = c.now_ns;
-            c.now_ns - self.round_start_ns > self.delay_min_ns / 2
+            // Pacing may spread a slow-start round over RTT/2, so a paced train must be longer.
+            let train = if c.fq_paced { self.delay_min_ns } else { self.delay_min_ns / 2 };
+            c.now_ns - self.round_start_ns > train
         } else {
             false
         };

@@ -60,6 +60,8 @@ pub struct Conn {
     pub mss: u32,
     /// Earliest departure time of the next paced segment (Linux's `tcp_wstamp_ns`).
     pub edt_ns: u64,
+    /// The sender paces under fq (Linux's `sk_pacing_status != SK_PACING_NONE`).
+    pub fq_paced: bool,
 }
 
 /// A delivery-rate sample (net/ipv4/tcp_rate.c), taken on every ACK.
