@@ -11,6 +11,7 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use ratekit_core::{Bytes, Duration, Rate};
 use serde::Deserialize;
+use std::cell::Cell;
 
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -108,10 +109,24 @@ pub enum App {
     Backlogged,
     Finite { segments: u32, last_payload: u32 },
     OnOff { rng: ChaCha8Rng, mean_size: f64, mean_gap_ns: f64, size_dist: Dist, gap_dist: Dist, shape: f64, available: u32, next_start: Option<u64> },
+    /// `inner` until `stop_ns`, then nothing beyond what TCP has already sent (`limit`, frozen
+    /// at the first poll at or after the stop). TCP asks a segment's payload exactly when it
+    /// emits it, so the highest segment asked for + 1 is its snd_nxt (`sent`). The sender polls
+    /// before it transmits in every handler, and `next_event` wakes it at the stop.
+    Stopping { inner: Box<App>, stop_ns: u64, limit: Option<u32>, sent: Cell<u32> },
 }
 
 impl App {
-    pub fn new(cfg: &AppConfig, rng: ChaCha8Rng) -> App {
+    /// The application of `cfg`, stopping at `stop_ns` if given.
+    pub fn new(cfg: &AppConfig, rng: ChaCha8Rng, stop_ns: Option<u64>) -> App {
+        let app = Self::unstopped(cfg, rng);
+        match stop_ns {
+            Some(stop_ns) => App::Stopping { inner: Box::new(app), stop_ns, limit: None, sent: Cell::new(0) },
+            None => app,
+        }
+    }
+
+    fn unstopped(cfg: &AppConfig, rng: ChaCha8Rng) -> App {
         match *cfg {
             AppConfig::Finite { size } => {
                 let segments = size.0.div_ceil(MSS as u64).max(1) as u32;
@@ -133,8 +148,10 @@ impl App {
     }
 
     pub fn start(&mut self, now: u64) {
-        if let App::OnOff { next_start, .. } = self {
-            *next_start = Some(now);
+        match self {
+            App::OnOff { next_start, .. } => *next_start = Some(now),
+            App::Stopping { inner, .. } => inner.start(now),
+            _ => {}
         }
     }
 
@@ -144,6 +161,7 @@ impl App {
             App::Backlogged => u32::MAX,
             App::Finite { segments, .. } => *segments,
             App::OnOff { available, .. } => *available,
+            App::Stopping { inner, limit, .. } => limit.map_or(u32::MAX, |l| l.min(inner.available())),
         }
     }
 
@@ -151,6 +169,7 @@ impl App {
     pub fn finite_shape(&self) -> Option<(u32, u32)> {
         match self {
             App::Finite { segments, last_payload } => Some((*segments, *last_payload)),
+            App::Stopping { inner, .. } => inner.finite_shape(),
             _ => None,
         }
     }
@@ -158,6 +177,10 @@ impl App {
     pub fn segment_payload(&self, seq: u32) -> u32 {
         match self {
             App::Finite { segments, last_payload } if seq + 1 == *segments => *last_payload,
+            App::Stopping { inner, sent, .. } => {
+                sent.set(sent.get().max(seq + 1));
+                inner.segment_payload(seq)
+            }
             _ => MSS,
         }
     }
@@ -165,12 +188,25 @@ impl App {
     pub fn next_event(&self) -> Option<u64> {
         match self {
             App::OnOff { next_start, .. } => *next_start,
+            App::Stopping { inner, stop_ns, limit: None, .. } => {
+                Some(inner.next_event().map_or(*stop_ns, |t| t.min(*stop_ns)))
+            }
             _ => None,
         }
     }
 
     /// Advances the on-off cycle: a finished message starts a gap; an elapsed gap a message.
     pub fn poll(&mut self, now: u64, snd_una: u32) {
+        if let App::Stopping { inner, stop_ns, limit, sent } = self {
+            if limit.is_none() {
+                if now >= *stop_ns {
+                    *limit = Some(sent.get());
+                } else {
+                    inner.poll(now, snd_una);
+                }
+            }
+            return;
+        }
         if let App::OnOff { rng, mean_size, mean_gap_ns, size_dist, gap_dist, shape, available, next_start } = self {
             match *next_start {
                 Some(t) if t <= now => {
@@ -199,17 +235,19 @@ pub struct UdpSource {
     seq: u32,
     wake: Wakeup,
     pub sent: u64,
+    /// No datagram is sent at or after this.
+    stop_ns: u64,
 }
 
 impl UdpSource {
-    pub fn new(id: ComponentId, flow: u32, cfg: &AppConfig, rng: ChaCha8Rng) -> Self {
+    pub fn new(id: ComponentId, flow: u32, cfg: &AppConfig, rng: ChaCha8Rng, stop_ns: Option<u64>) -> Self {
         let (rate, packet, sigma) = match *cfg {
             AppConfig::Cbr { rate, packet } => (rate, packet, None),
             AppConfig::Lognormal { rate, sigma, packet } => (rate, packet, Some(sigma)),
             _ => unreachable!("UdpSource built for a TCP app"),
         };
         let mean_gap_ns = packet.0 as f64 * 1e9 / rate.0 as f64;
-        UdpSource { id, flow, rng, len: packet.0 as u32, mean_gap_ns, sigma, seq: 0, wake: Wakeup::default(), sent: 0 }
+        UdpSource { id, flow, rng, len: packet.0 as u32, mean_gap_ns, sigma, seq: 0, wake: Wakeup::default(), sent: 0, stop_ns: stop_ns.unwrap_or(u64::MAX) }
     }
 
     pub fn schedule_start(&mut self, ctx: &mut Ctx, at: u64) {
@@ -234,7 +272,7 @@ impl UdpSource {
 
     pub fn on_timer(&mut self, ctx: &mut Ctx) {
         let now = ctx.ev.now();
-        if !self.wake.fire(now) {
+        if !self.wake.fire(now) || now >= self.stop_ns {
             return;
         }
         ctx.send(Pkt { flow: self.flow, kind: Kind::Udp, seq: self.seq, len: self.len, sack: NO_SACK, ..Pkt::default() });

@@ -154,6 +154,9 @@ pub struct FlowConfig {
     /// Explicit class for class-based enforcers (weighted / priority queues, DSCD's ABE = 1).
     #[serde(default)]
     pub class: u16,
+    /// When the application stops offering new data (the flow still finishes what it sent).
+    #[serde(default)]
+    pub stop: Option<Duration>,
 }
 
 fn default_cc() -> OneOrMany<CcKind> {
@@ -184,6 +187,7 @@ pub struct ResolvedFlow {
     pub start_jitter: Duration,
     pub app: AppConfig,
     pub class: u16,
+    pub stop: Option<Duration>,
 }
 
 /// Reads and validates a scenario file.
@@ -365,6 +369,9 @@ fn resolve(sc: Scenario, file: &str) -> Result<Resolved, ScenarioError> {
                 if fc.start >= sc.duration {
                     return Err(err(ff("start"), "starts after the run ends".into()));
                 }
+                if fc.stop.is_some_and(|s| s.0 <= fc.start.0 + fc.start_jitter.0) {
+                    return Err(err(ff("stop"), "must be later than start + start_jitter".into()));
+                }
                 fc.app.validate().map_err(|m| {
                     let (k, msg) = m.split_once(": ").unwrap_or(("", &m));
                     err(ff(&format!("app.{k}")), msg.to_string())
@@ -385,6 +392,7 @@ fn resolve(sc: Scenario, file: &str) -> Result<Resolved, ScenarioError> {
                         start_jitter: fc.start_jitter,
                         app: fc.app.clone(),
                         class: fc.class,
+                        stop: fc.stop,
                     });
                 }
             }

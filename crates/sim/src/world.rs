@@ -73,6 +73,8 @@ struct FlowMeta {
     receiver: ComponentId,
     continuous: bool,
     finite: bool,
+    /// When the application stops offering data (u64::MAX: never).
+    stop_ns: u64,
 }
 
 /// Longest route: NIC, enforcement point, link, secondary, pipe, receiver.
@@ -163,6 +165,7 @@ impl World {
                 let mut rng = ChaCha8Rng::seed_from_u64(mix(seed, fid as u64));
                 let jitter = if f.start_jitter.0 > 0 { rng.gen_range(0..f.start_jitter.0) } else { 0 };
                 let start_ns = f.start.0 + jitter;
+                let stop_ns = f.stop.map(|d| d.0);
                 let nic = comps.len() as ComponentId;
                 comps.push(Comp::Link(Box::new(Link::new(nic, a.id, a.cfg.host_rate, Link::drop_tail(u64::MAX)))));
                 let half = f.rtt.0 / 2;
@@ -174,10 +177,10 @@ impl World {
                 let receiver = sender + 1;
                 let udp = f.app.is_udp();
                 if udp {
-                    comps.push(Comp::Udp(Box::new(UdpSource::new(sender, fid, &f.app, rng))));
+                    comps.push(Comp::Udp(Box::new(UdpSource::new(sender, fid, &f.app, rng, stop_ns))));
                     comps.push(Comp::Sink { bytes: 0, window_bytes: 0 });
                 } else {
-                    let app = App::new(&f.app, rng);
+                    let app = App::new(&f.app, rng, stop_ns);
                     let finite = app.finite_shape();
                     let cc = Cc::new(f.cc, mix(seed, 0xCC00_0000 + fid as u64));
                     comps.push(Comp::Sender(Box::new(TcpSender::new(sender, fid, cc, app))));
@@ -205,6 +208,7 @@ impl World {
                     receiver,
                     continuous: matches!(f.app, crate::app::AppConfig::Backlogged | crate::app::AppConfig::Finite { .. }),
                     finite: f.app.is_finite(),
+                    stop_ns: stop_ns.unwrap_or(u64::MAX),
                 });
             }
         }
@@ -319,7 +323,8 @@ impl World {
                 let a = m.aggregate as usize;
                 agg_bytes[a] += bytes;
                 let started = m.start_ns < tick;
-                if bytes > 0 || (m.continuous && started && !done_before && m.start_ns <= window_start) {
+                let stopped = m.stop_ns <= window_start;
+                if bytes > 0 || (m.continuous && started && !done_before && !stopped && m.start_ns <= window_start) {
                     agg_active[a].push(gp);
                 }
                 if let Some((f, _)) = writers.as_mut() {
@@ -397,7 +402,7 @@ impl World {
                     (Comp::Sink { bytes, .. }, _) => (*bytes, None, 0, 0),
                     _ => unreachable!(),
                 };
-                let active_end = fct.map_or(sim_end, |f| m.start_ns + (f * 1e9) as u64);
+                let active_end = fct.map_or(sim_end.min(m.stop_ns), |f| m.start_ns + (f * 1e9) as u64);
                 let active = active_end.saturating_sub(m.start_ns) as f64 * 1e-9;
                 FlowSummary {
                     id: id as u32,

@@ -82,3 +82,42 @@ fn policer_counts_after_the_warmup_with_zero_sojourn() {
     assert!(close(sent as f64, 2.0 * per_s(10.0), 0.01), "sent {sent}");
     assert!(a.classes[1].drops > a.classes[0].drops);
 }
+
+/// `stop`: a CBR source sends its last datagram just before the stop (one per ms from 0 to
+/// 999 ms); a TCP flow (bulk or on-off) sends no new data after it but still completes what it
+/// sent, and then carries nothing.
+#[test]
+fn flows_stop_offering_data_at_their_stop_time() {
+    let (s, series) = run(r#"
+        duration = "4s"
+        [measure]
+        window = "100ms"
+        [enforcer]
+        kind = "token_bucket"
+        rate = "20mbit"
+        burst = "30kb"
+        [[aggregates]]
+        flows = [
+          { rtt = "20ms", stop = "1s", app = { kind = "cbr", rate = "12mbit", packet = 1500 } },
+          { rtt = "20ms", stop = "1s" },
+          { rtt = "20ms", stop = "2s", app = { kind = "on_off", mean_size = "100kb", mean_gap = "50ms" } },
+          { rtt = "20ms" },
+        ]
+    "#);
+    let udp = &s.flows[0];
+    assert_eq!(udp.enforcer_arrivals, 1000);
+    assert_eq!(udp.delivered_bytes, (udp.enforcer_arrivals - udp.enforcer_drops) * 1472);
+    let window_of = |t: f64| (t / 0.1).round() as usize; // window w covers [w·0.1, (w+1)·0.1)
+    let bytes = |flow: usize, from: f64, to: f64| -> f64 {
+        (window_of(from)..window_of(to)).map(|w| series.goodput_bps[w][flow]).sum::<f64>()
+    };
+    // The policer drops (20 Mbit/s offered beyond CBR's 12): the bulk flow repairs losses after
+    // its stop, and is silent from 1.6 s on; the on-off flow is silent from 2.6 s on.
+    assert!(s.flows[1].retransmits > 0);
+    assert!(bytes(1, 0.5, 1.0) > 0.0 && bytes(1, 1.0, 1.6) > 0.0);
+    assert_eq!(bytes(1, 1.6, 4.0), 0.0);
+    assert!(bytes(2, 1.5, 2.0) > 0.0);
+    assert_eq!(bytes(2, 2.6, 4.0), 0.0);
+    // The bulk flow without a stop carries on.
+    assert!(bytes(3, 3.0, 4.0) > 0.0);
+}
