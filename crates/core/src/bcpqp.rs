@@ -125,7 +125,7 @@ fn fixed_theta(v: f64) -> u64 {
 }
 
 /// Burst-control parameters shared by every aggregate with the same config.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct BurstParams {
     /// θ+ · 2¹⁶.
     pub theta_plus: u64,
@@ -134,6 +134,9 @@ pub struct BurstParams {
     pub window: Duration,
     /// r·T in nano-bytes: the budget split by the policy to get X_i.
     pub window_budget_nb: u64,
+    /// Per queue: while A_i is at most this many bytes, A_i > θ+·X_i is impossible whatever
+    /// the active set (θ+ times the policy's floor on X_i), so the test is skipped.
+    pub theta_plus_floor: Box<[u64]>,
 }
 
 /// One queue's burst-control state (32 bytes).
@@ -164,13 +167,24 @@ pub struct BcPqp {
 impl BcPqp {
     pub fn new(cfg: &BcPqpConfig) -> Self {
         cfg.validate().expect("BcPqpConfig must be validated before use");
+        let params = PqpParams::new(&cfg.pqp());
+        let theta_plus = fixed_theta(cfg.theta_plus);
+        let window_budget_nb = cfg.rate.credit(cfg.window);
+        // A·2¹⁶·10⁹ ≤ θ+·X_floor ≤ θ+·X  ⇐  A ≤ ⌊θ+·X_floor / (2¹⁶·10⁹)⌋.
+        let theta_plus_floor = (0..params.queues)
+            .map(|q| {
+                let x = params.policy.share_floor(q, window_budget_nb) as u128;
+                (theta_plus as u128 * x / (THETA_ONE as u128 * NANOS_PER_SEC as u128)) as u64
+            })
+            .collect();
         let burst = BurstParams {
-            theta_plus: fixed_theta(cfg.theta_plus),
+            theta_plus,
             theta_minus: fixed_theta(cfg.theta_minus),
             window: cfg.window,
-            window_budget_nb: cfg.rate.credit(cfg.window),
+            window_budget_nb,
+            theta_plus_floor,
         };
-        Self::with_params(Arc::new(PqpParams::new(&cfg.pqp())), Arc::new(burst))
+        Self::with_params(Arc::new(params), Arc::new(burst))
     }
 
     /// A fresh aggregate sharing the parameters (cheap: multi-aggregate containers use this).
@@ -260,9 +274,9 @@ impl BcPqp {
         if magic > 0 {
             let x = self.expected_window_nb(q, Instant(now));
             if Self::compare(self.state[q].accepted, self.burst.theta_minus, x).is_lt() {
-                let policy = &self.core.params().policy.clone();
+                let params = Arc::clone(self.core.params());
                 let state = &mut self.state;
-                self.core.queues.remove(policy, q, magic, &mut clamp_magic(state));
+                self.core.queues.remove(&params.policy, q, magic, &mut clamp_magic(state));
                 self.state[q].magic_nb = 0;
                 self.magic_removals += 1;
             }
@@ -296,9 +310,9 @@ impl BcPqp {
     /// Fills queue `q` with magic up to B and restarts its window (000 §4).
     fn fill_with_magic(&mut self, q: usize, now: u64) {
         let magic = self.core.params().queue_size_nb - self.core.occupancy_nb(q);
-        let policy = &self.core.params().policy.clone();
+        let params = Arc::clone(self.core.params());
         let state = &mut self.state;
-        self.core.queues.add(policy, q, magic, &mut clamp_magic(state));
+        self.core.queues.add(&params.policy, q, magic, &mut clamp_magic(state));
         self.burst_fills += 1;
         let st = &mut self.state[q];
         st.magic_nb = magic;
@@ -337,7 +351,7 @@ impl Policer for BcPqp {
         let verdict = self.core.admit(q, occupancy, len, reason, &mut clamp_magic(&mut self.state));
         if verdict.is_pass() {
             self.state[q].accepted += len;
-            if magic == 0 {
+            if magic == 0 && self.state[q].accepted > self.burst.theta_plus_floor[q] {
                 let x = self.expected_window_nb(q, now);
                 if Self::compare(self.state[q].accepted, self.burst.theta_plus, x).is_gt() {
                     self.fill_with_magic(q, t);

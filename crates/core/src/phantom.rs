@@ -127,6 +127,36 @@ impl PhantomPolicy {
         self.leaf_of_queue.len()
     }
 
+    /// A lower bound on [`PhantomQueues::expected_share`] of queue `q` whatever the state: the
+    /// same floor divisions with every sibling counted active (a larger denominator), and 0
+    /// below a `priority` node's first child (higher classes may use everything). Each step is
+    /// monotone in `b`, so the bound holds through any depth.
+    pub fn share_floor(&self, q: usize, budget: u64) -> u64 {
+        let mut path = [0u16; MAX_DEPTH + 1];
+        let mut depth = 0;
+        let mut node = self.leaf_of_queue[q];
+        while node != 0 {
+            path[depth] = node;
+            depth += 1;
+            node = self.nodes[node as usize].parent;
+        }
+        let mut b = budget;
+        for &child in path[..depth].iter().rev() {
+            let c = &self.nodes[child as usize];
+            let p = &self.nodes[c.parent as usize];
+            match p.kind {
+                Kind::Share => {
+                    let siblings = &self.children[p.first_slot as usize..(p.first_slot + p.n_children) as usize];
+                    let wsum: u64 = siblings.iter().map(|&s| self.nodes[s as usize].weight as u64).sum();
+                    b = ((b as u128 * c.weight as u128) / wsum as u128) as u64;
+                }
+                Kind::Priority if c.rank > 0 => return 0,
+                Kind::Priority => {}
+                Kind::Leaf => unreachable!(),
+            }
+        }
+        b
+    }
 }
 
 /// Per inner node: the bytes queued below it and its non-empty children.
@@ -190,12 +220,10 @@ impl PhantomQueues {
     /// remainder D − ⌊D/W⌋·W for the first queue of the list (whose slack exceeds W).
     #[inline]
     fn deferred_share(&self, policy: &PhantomPolicy, q: usize) -> u64 {
-        let root = &self.inner[0];
         let leaf = policy.leaf_of_queue[q];
+        let (unit, spare) = div_rem_by_reciprocal(self.deferred, self.inner[0].active_weight, self.weight_reciprocal);
         let w = if policy.flat_fair { 1 } else { policy.nodes[leaf as usize].weight as u64 };
-        let unit = div_by_reciprocal(self.deferred, root.active_weight, self.weight_reciprocal);
-        let spare = if self.slots[0] == leaf { self.deferred - unit * root.active_weight } else { 0 };
-        unit * w + spare
+        unit * w + if self.slots[0] == leaf { spare } else { 0 }
     }
 
     /// Total occupancy of all queues in nano-bytes (deferred service applied).
@@ -204,12 +232,15 @@ impl PhantomQueues {
         self.inner[0].backlog - self.deferred
     }
 
-    /// Hands out deferred service now (before the active set may change).
+    /// Hands out deferred service now (before the active set changes). The caller recomputes
+    /// the defer limit once the change is made (a limit computed here would be overwritten).
     #[inline]
-    fn flush(&mut self, policy: &PhantomPolicy, on_drain: &mut impl FnMut(usize, u64)) {
+    fn flush(&mut self, policy: &PhantomPolicy, on_drain: &mut impl FnMut(usize, u64)) -> bool {
         if self.deferred > 0 {
             let d = std::mem::take(&mut self.deferred);
-            self.apply(policy, d, on_drain);
+            self.apply(policy, d, on_drain)
+        } else {
+            false
         }
     }
 
@@ -224,9 +255,16 @@ impl PhantomQueues {
             return;
         }
         let mut m = u64::MAX;
-        for i in 0..root.active_len as usize {
-            let info = &policy.nodes[self.slots[i] as usize];
-            m = m.min(self.occupancy[info.index as usize] / info.weight as u64);
+        let active = &self.slots[..root.active_len as usize];
+        if policy.flat_fair {
+            for &leaf in active {
+                m = m.min(self.occupancy[policy.nodes[leaf as usize].index as usize]);
+            }
+        } else {
+            for &leaf in active {
+                let info = &policy.nodes[leaf as usize];
+                m = m.min(self.occupancy[info.index as usize] / info.weight as u64);
+            }
         }
         let w = root.active_weight;
         self.weight_reciprocal = u64::MAX / w;
@@ -268,12 +306,20 @@ impl PhantomQueues {
         }
         let mut node = policy.leaf_of_queue[q];
         let was_empty = self.occupancy[q] == 0;
-        if was_empty {
-            // A new active queue changes everyone's share: settle the old shares first.
-            self.flush(policy, on_drain);
+        if !was_empty {
+            // The common case: no list changes, only the backlogs on the way up grow.
+            self.occupancy[q] += nb;
+            while node != 0 {
+                let parent = policy.nodes[node as usize].parent;
+                self.inner[policy.nodes[parent as usize].index as usize].backlog += nb;
+                node = parent;
+            }
+            return;
         }
+        // A new active queue changes everyone's share: settle the old shares first.
+        self.flush(policy, on_drain);
         self.occupancy[q] += nb;
-        let mut activate = was_empty;
+        let mut activate = true;
         while node != 0 {
             let info = &policy.nodes[node as usize];
             let parent = &policy.nodes[info.parent as usize];
@@ -298,17 +344,18 @@ impl PhantomQueues {
             activate = parent_was_empty;
             node = info.parent;
         }
-        if was_empty {
-            self.set_defer_limit(policy);
-        }
+        self.set_defer_limit(policy);
     }
 
     /// Takes `nb` (≤ its occupancy) nano-bytes out of queue `q` without serving them (BC-PQP's
     /// magic removal), deactivating whatever it empties.
     pub fn remove(&mut self, policy: &PhantomPolicy, q: usize, nb: u64, on_drain: &mut impl FnMut(usize, u64)) {
-        self.flush(policy, on_drain);
+        let served = self.flush(policy, on_drain);
         let nb = nb.min(self.occupancy[q]);
         if nb == 0 {
+            if served {
+                self.set_defer_limit(policy);
+            }
             return;
         }
         self.occupancy[q] -= nb;
@@ -353,13 +400,16 @@ impl PhantomQueues {
             return;
         }
         self.deferred = 0;
-        self.apply(policy, d, on_drain);
+        if self.apply(policy, d, on_drain) {
+            self.set_defer_limit(policy);
+        }
     }
 
-    fn apply(&mut self, policy: &PhantomPolicy, budget: u64, on_drain: &mut impl FnMut(usize, u64)) {
+    /// Hands out `budget` now; false if there was nothing to serve.
+    fn apply(&mut self, policy: &PhantomPolicy, budget: u64, on_drain: &mut impl FnMut(usize, u64)) -> bool {
         let total = self.inner[0].backlog;
         if total == 0 || budget == 0 {
-            return;
+            return false;
         }
         if budget >= total {
             self.drain_all(policy, 0, on_drain);
@@ -368,7 +418,7 @@ impl PhantomQueues {
         } else {
             self.fill(policy, 0, budget, on_drain);
         }
-        self.set_defer_limit(policy);
+        true
     }
 
     /// Empties the subtree of `node`; its parent's list is the caller's business.
@@ -598,15 +648,18 @@ fn subtree_demand(policy: &PhantomPolicy, node: u16, demand: &impl Fn(usize) -> 
         .fold(0u64, |acc, &c| acc.saturating_add(subtree_demand(policy, c, demand)))
 }
 
-/// ⌊d/w⌋ given recip = ⌊(2⁶⁴−1)/w⌋: the estimate ⌊d·recip/2⁶⁴⌋ is at most 2 short
-/// (d·(2⁶⁴/w − recip) < 2⁶⁴·(1 + 1/w)), and the loop corrects it exactly.
+/// (⌊d/w⌋, d mod w) given recip = ⌊(2⁶⁴−1)/w⌋: the estimate ⌊d·recip/2⁶⁴⌋ is at most 2 short
+/// (d·(2⁶⁴/w − recip) < 2⁶⁴·(1 + 1/w)), and the loop corrects it exactly. Never above ⌊d/w⌋,
+/// so q·w ≤ d and the remainder needs no 128-bit arithmetic.
 #[inline]
-pub fn div_by_reciprocal(d: u64, w: u64, recip: u64) -> u64 {
+pub fn div_rem_by_reciprocal(d: u64, w: u64, recip: u64) -> (u64, u64) {
     let mut q = ((d as u128 * recip as u128) >> 64) as u64;
-    while (q as u128 + 1) * w as u128 <= d as u128 {
+    let mut r = d - q * w;
+    while r >= w {
         q += 1;
+        r -= w;
     }
-    q
+    (q, r)
 }
 
 #[cfg(test)]
@@ -628,7 +681,7 @@ mod tests {
         for w in [1u64, 2, 3, 7, 16, 1000, 65_537, u32::MAX as u64 * 1024] {
             let r = u64::MAX / w;
             for d in [0, 1, w - 1, w, w + 1, 12_345_678_901, u64::MAX / 3, u64::MAX - 1, u64::MAX] {
-                assert_eq!(div_by_reciprocal(d, w, r), d / w, "{d}/{w}");
+                assert_eq!(div_rem_by_reciprocal(d, w, r), (d / w, d % w), "{d}/{w}");
             }
         }
     }
@@ -669,6 +722,36 @@ mod tests {
         s.serve(&p, 330, &mut |_, _| {});
         assert_eq!(occ(&p, &s, 3), vec![0, 900, 800]);
         assert_eq!(s.backlog(), 1700);
+    }
+
+    #[test]
+    fn share_floor_bounds_expected_share_from_below() {
+        // Every subset of active queues (8 queues: all 256), for share, priority and nested trees.
+        for (spec, weights) in [
+            ("fair", None),
+            ("weighted", Some(&[1, 2, 3, 4, 5, 6, 7, 9][..])),
+            ("priority", None),
+            ("priority(0, fair(1, 2, 3), weighted(4:3, 5:1, 6:2, 7:1))", None),
+            ("weighted(fair(0, 1, 2):2, priority(3, 4):1, weighted(5:1, 6:3, 7:1):3)", None),
+        ] {
+            let (p, _) = build(spec, 8, weights);
+            let budget = 1_000_000_007;
+            let mut tight = 0;
+            for set in 0u32..256 {
+                let mut s = PhantomQueues::new(&p);
+                for q in (0..8).filter(|q| set & (1 << q) != 0) {
+                    s.add(&p, q, 1000, &mut |_, _| {});
+                }
+                for q in 0..8 {
+                    let floor = p.share_floor(q, budget);
+                    let share = s.expected_share(&p, q, budget, &|_| 0);
+                    assert!(floor <= share, "{spec}: queue {q}, active {set:08b}: {floor} > {share}");
+                    tight += (floor == share && set == 255) as u32;
+                }
+            }
+            // With every queue active and no demand the floor is reached (except below priority).
+            assert!(tight > 0, "{spec}");
+        }
     }
 
     #[test]
