@@ -1,8 +1,10 @@
-//! The detector on real Linux TCP (issue 6 item 4): scripts/lab-traces.sh builds namespaces,
-//! polices with tbf or bottlenecks with htb+bfifo, captures at the server, and runs
-//! `ratekit detect`. Needs root and iproute2/tcpdump/ethtool/python3; skips with a reason otherwise.
+//! The detector on real Linux TCP (issue 6 item 4): scripts/lab-traces.sh builds namespaces
+//! with ratekit's middlebox in the path (50 ms each way, random loss), polices with tbf or
+//! ratekit's tc-BPF token bucket or bottlenecks with htb+bfifo, captures at the server and runs
+//! `ratekit detect`. The script deletes its namespaces and BPF pins on every exit path. Needs
+//! root and iproute2/tcpdump/ethtool/python3 and a kernel with tc-BPF; skips with a reason otherwise.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn missing_prerequisite() -> Option<String> {
@@ -16,41 +18,81 @@ fn missing_prerequisite() -> Option<String> {
             return Some(format!("{tool} not installed"));
         }
     }
+    if !Path::new("/sys/fs/bpf").is_dir() {
+        return Some("no BPF filesystem at /sys/fs/bpf".into());
+    }
     None
 }
 
+type Row = std::collections::HashMap<String, String>;
+
+/// Runs the lab script on `specs`; returns results.csv as rows of named columns and the
+/// middlebox's counters (JSON) of each case.
+fn lab(tag: &str, chunk: &str, chunks: &str, specs: &[&str]) -> (Vec<Row>, Vec<serde_json::Value>) {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = std::env::temp_dir().join(format!("ratekit-lab-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let status = Command::new("timeout")
+        .args(["120", "bash"])
+        .arg(root.join("scripts/lab-traces.sh"))
+        .arg(&out)
+        .args([chunk, chunks])
+        .args(specs)
+        .env("RATEKIT", env!("CARGO_BIN_EXE_ratekit"))
+        .env("DELAY", "50ms")
+        .env("CASE_TIMEOUT", "40")
+        .status()
+        .unwrap();
+    let results = std::fs::read_to_string(out.join("results.csv"));
+    let reports: Vec<serde_json::Value> = std::fs::read_dir(&out)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .iter()
+        .filter(|p| p.to_string_lossy().ends_with(".middlebox.json"))
+        .map(|p| serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap())
+        .collect();
+    let _ = std::fs::remove_dir_all(&out);
+    assert!(status.success(), "lab script failed");
+    let text = results.unwrap();
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let headers = reader.headers().unwrap().clone();
+    let rows = reader.records().map(|r| headers.iter().zip(r.unwrap().iter()).map(|(h, v)| (h.to_string(), v.to_string())).collect()).collect();
+    (rows, reports)
+}
+
 #[test]
-fn lab_policer_found_and_bottleneck_not() {
+fn lab_policers_found_bottleneck_not_and_random_losses_annotated() {
     if let Some(why) = missing_prerequisite() {
         println!("skipped: {why}");
         return;
     }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = std::env::temp_dir().join(format!("ratekit-lab-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
-    let status = Command::new("timeout")
-        .args(["300", "bash"])
-        .arg(root.join("scripts/lab-traces.sh"))
-        .arg(&out)
-        .args(["600000", "3", "policer:3mbit:100kb", "droptail:3mbit:100kb"])
-        .env("RATEKIT", env!("CARGO_BIN_EXE_ratekit"))
-        .status()
-        .unwrap();
-    let results = std::fs::read_to_string(out.join("results.csv"));
-    let _ = std::fs::remove_dir_all(&out);
-    assert!(status.success(), "lab script failed");
-    let results = results.unwrap();
-    let mut lines = results.lines();
-    let headers: Vec<&str> = lines.next().unwrap().split(',').collect();
-    let col = |n: &str| headers.iter().position(|h| *h == n).unwrap();
-    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
-    let policed = |file: &str| rows.iter().filter(|r| r[col("file")].contains(file) && r[col("policed")] == "true").collect::<Vec<_>>();
-    let found = policed("policer_");
-    assert!(!found.is_empty(), "tbf policer not found: {results}");
-    for r in &found {
-        // tbf charges Ethernet frames, the detector IP packets: 1514/1500 B explains <1 %.
-        let rate: f64 = r[col("rate_bps")].parse().unwrap();
-        assert!((rate / 3e6 - 1.0).abs() < 0.1, "rate {rate}");
+    let (rows, _) = lab("rate", "600000", "3", &["policer:3mbit:100kb", "bpf:3mbit:100kb", "droptail:3mbit:100kb"]);
+    let of = |file: &'static str| rows.iter().filter(move |r| r["file"].contains(file));
+    for r in &rows {
+        // The middlebox's delay line: 2 x 50 ms, plus at most the 100 kB queue at 3 Mbit/s.
+        let rtt: f64 = r["median_rtt_ms"].parse().unwrap();
+        assert!((99.0..400.0).contains(&rtt), "median RTT {rtt} ms: {r:?}");
     }
-    assert!(policed("droptail_").is_empty(), "htb+bfifo bottleneck judged policed: {results}");
+    for (file, tolerance) in [("policer_", 0.03), ("bpf_", 0.01)] {
+        let found: Vec<_> = of(file).filter(|r| r["policed"] == "true").collect();
+        assert!(!found.is_empty(), "{file} policer not found: {rows:?}");
+        for r in found {
+            // tbf charges Ethernet frames, the detector IP packets: 1514/1500 B explains 0.9 %;
+            // the tc-BPF bucket charges IP bytes, as the detector counts them.
+            let rate: f64 = r["rate_bps"].parse().unwrap();
+            assert!((rate / 3e6 - 1.0).abs() < tolerance, "{file}: rate {rate}");
+        }
+    }
+    assert!(of("droptail_").all(|r| r["policed"] == "false"), "htb+bfifo bottleneck judged policed: {rows:?}");
+
+    // Random loss in the middlebox: every drop it counts is a data packet the annotation must
+    // find lost (the capture is upstream of the middlebox), within a couple of non-data packets
+    // (SYN-ACK, FIN). Whether such segments are judged policed is the accuracy table's
+    // business (docs/detector.md: short fast transfers with random loss are sometimes judged
+    // policed), not asserted here.
+    let (rows, reports) = lab("loss", "2000000", "2", &["loss:2:1"]);
+    let annotated: i64 = rows.iter().map(|r| r["losses"].parse::<i64>().unwrap()).sum();
+    let dropped = reports[0]["stats"]["random_losses"].as_i64().unwrap();
+    assert!(dropped >= 30, "2 % of ~2800 data packets expected, the middlebox dropped {dropped}");
+    assert!((annotated - dropped).abs() <= 2, "annotated losses {annotated}, middlebox drops {dropped}: {rows:?}");
 }

@@ -8,6 +8,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 const FRAME_SIZE: u32 = 2048; // one MTU-sized frame plus the TPACKET_V2 header
 const BLOCK_SIZE: u32 = 1 << 16;
 const BLOCKS: u32 = 64; // 4 MiB of ring, 2048 frames
+/// Bytes of frames (kernel truesize) in flight between `send` and the wire: 64 MiB, enough
+/// for several MB of queue behind the socket, which is what the qdisc limits are for.
+const SEND_BUFFER: u32 = 64 << 20;
 
 pub struct PacketSocket {
     fd: OwnedFd,
@@ -48,6 +51,14 @@ impl PacketSocket {
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         setsockopt(raw, libc::SOL_PACKET, libc::PACKET_VERSION, &(libc::tpacket_versions::TPACKET_V2 as i32), "PACKET_VERSION")?;
         setsockopt(raw, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, &1i32, "PACKET_IGNORE_OUTGOING")?;
+        // A sent frame is charged to the socket until the egress qdisc releases it; with the
+        // default send buffer (~200 kB of truesize) a deep qdisc (htb + a 1 MB bfifo) behind
+        // us would be cut short by EAGAIN here instead of by its own limit. FORCE needs root
+        // (which AF_PACKET needs anyway); the plain option is the fallback.
+        let sndbuf = SEND_BUFFER as i32;
+        if setsockopt(raw, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &sndbuf, "SO_SNDBUFFORCE").is_err() {
+            setsockopt(raw, libc::SOL_SOCKET, libc::SO_SNDBUF, &sndbuf, "SO_SNDBUF")?;
+        }
         let req = libc::tpacket_req {
             tp_block_size: BLOCK_SIZE,
             tp_block_nr: BLOCKS,
@@ -97,6 +108,20 @@ impl PacketSocket {
             n += 1;
         }
         n
+    }
+
+    /// Frames the kernel dropped because the ring was full, since the last call
+    /// (PACKET_STATISTICS resets on read).
+    pub fn ring_drops(&self) -> io::Result<u64> {
+        let mut st = libc::tpacket_stats { tp_packets: 0, tp_drops: 0 };
+        let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+        check(
+            unsafe {
+                libc::getsockopt(self.fd.as_raw_fd(), libc::SOL_PACKET, libc::PACKET_STATISTICS, (&mut st as *mut libc::tpacket_stats).cast(), &mut len)
+            },
+            "PACKET_STATISTICS",
+        )?;
+        Ok(st.tp_drops as u64)
     }
 
     /// Transmits one frame on the bound interface (a full queue drops it, like a NIC would).

@@ -30,7 +30,10 @@ pub struct MiddleboxReport {
     pub seconds: f64,
     pub stats: PipelineStats,
     pub aggregates: Vec<(String, crate::pipeline::AggStats)>,
+    /// Transmissions refused (a full or dropping qdisc behind the socket returns an error).
     pub send_errors: u64,
+    /// Frames lost because a receive ring was full (in, out): the middlebox fell behind.
+    pub ring_drops: [u64; 2],
 }
 
 /// Forwards between `in_if` and `out_if` until `stop` is set. Must run in the namespace that
@@ -69,11 +72,16 @@ pub fn run(in_if: &str, out_if: &str, cfg: PipelineConfig, stop: &AtomicBool) ->
             unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
         }
     }
+    let mut ring_drops = [0u64; 2];
+    for (d, s) in ring_drops.iter_mut().zip(&socks) {
+        *d = s.ring_drops()?;
+    }
     let aggregates = pipeline.aggregates().map(|(k, s)| (k.ip().to_string(), s.clone())).collect();
     Ok(MiddleboxReport {
         seconds: (monotonic_now() - start).as_secs_f64(),
         stats: pipeline.stats.clone(),
         aggregates,
         send_errors,
+        ring_drops,
     })
 }
