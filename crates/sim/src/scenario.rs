@@ -157,6 +157,9 @@ pub struct FlowConfig {
     /// When the application stops offering new data (the flow still finishes what it sent).
     #[serde(default)]
     pub stop: Option<Duration>,
+    /// Linux fq-style pacing for TCP (BBR always paces); ignored by UDP sources.
+    #[serde(default)]
+    pub pacing: bool,
 }
 
 fn default_cc() -> OneOrMany<CcKind> {
@@ -188,6 +191,7 @@ pub struct ResolvedFlow {
     pub app: AppConfig,
     pub class: u16,
     pub stop: Option<Duration>,
+    pub pacing: bool,
 }
 
 /// Reads and validates a scenario file.
@@ -393,6 +397,7 @@ fn resolve(sc: Scenario, file: &str) -> Result<Resolved, ScenarioError> {
                         app: fc.app.clone(),
                         class: fc.class,
                         stop: fc.stop,
+                        pacing: fc.pacing,
                     });
                 }
             }

@@ -183,7 +183,9 @@ impl World {
                     let app = App::new(&f.app, rng, stop_ns);
                     let finite = app.finite_shape();
                     let cc = Cc::new(f.cc, mix(seed, 0xCC00_0000 + fid as u64));
-                    comps.push(Comp::Sender(Box::new(TcpSender::new(sender, fid, cc, app))));
+                    let mut tx = TcpSender::new(sender, fid, cc, app);
+                    tx.set_pacing(f.pacing);
+                    comps.push(Comp::Sender(Box::new(tx)));
                     comps.push(Comp::Receiver(Box::new(TcpReceiver::new(receiver, fid, finite))));
                 }
                 let mut data_route = vec![nic, enf_id, link_id];

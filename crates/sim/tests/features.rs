@@ -121,3 +121,29 @@ fn flows_stop_offering_data_at_their_stop_time() {
     // The bulk flow without a stop carries on.
     assert!(bytes(3, 3.0, 4.0) > 0.0);
 }
+
+/// `pacing = true` reaches the sender: under a 1.5 Mbit/s policer with an 8 KB bucket (002
+/// Fig. 13c), a paced CUBIC flow's packets are spread out instead of sent in line-rate bursts
+/// that the bucket cuts, and it gets more goodput (seed 1: 1.23 vs 1.09 Mbit/s).
+#[test]
+fn pacing_spreads_a_flow_below_a_small_bucket() {
+    let text = |pacing: bool| {
+        format!(
+            r#"
+            duration = "20s"
+            [measure]
+            warmup = "2s"
+            [enforcer]
+            kind = "token_bucket"
+            rate = "1.5mbit"
+            burst = "8kb"
+            [[aggregates]]
+            flows = [{{ rtt = "50ms", pacing = {pacing} }}]
+            "#
+        )
+    };
+    let (unpaced, _) = run(&text(false));
+    let (paced, _) = run(&text(true));
+    let (u, p) = (unpaced.aggregates[0].drop_rate, paced.aggregates[0].drop_rate);
+    assert!(paced.flows[0].mean_goodput_bps > 1.08 * unpaced.flows[0].mean_goodput_bps, "drop rates {p} {u}");
+}
