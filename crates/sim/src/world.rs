@@ -102,6 +102,9 @@ pub struct Series {
     pub cwnd: Vec<Vec<u32>>,
     /// [window][aggregate] normalised throughput.
     pub normalized: Vec<Vec<f64>>,
+    /// [window][flow] payload bytes that arrived at the receiver, in order or not, duplicates
+    /// included (what a capture at the receiver counts; UDP: as goodput).
+    pub wire_bytes: Vec<Vec<u64>>,
 }
 
 pub struct World {
@@ -112,6 +115,8 @@ pub struct World {
     routes: Vec<[ComponentId; MAX_HOPS]>,
     agg_rates_bps: Vec<f64>,
     agg_kinds: Vec<&'static str>,
+    /// Per flow: payload bytes arrived at the receiver in the current window.
+    wire_window: Vec<u64>,
 }
 
 fn mix(seed: u64, salt: u64) -> u64 {
@@ -221,7 +226,8 @@ impl World {
                 _ => unreachable!(),
             }
         }
-        Ok(World { ctx, comps, flows, routes, agg_rates_bps, agg_kinds })
+        let wire_window = vec![0; flows.len()];
+        Ok(World { ctx, comps, flows, routes, agg_rates_bps, agg_kinds, wire_window })
     }
 
     fn handle(&mut self, target: ComponentId) {
@@ -254,11 +260,13 @@ impl World {
                 Comp::Enf(e) => e.arrive(ctx, idx),
                 Comp::Receiver(r) => {
                     ctx.pool.release(idx);
+                    self.wire_window[p.flow as usize] += (p.len - HEADER) as u64;
                     r.on_data(ctx, p.seq, p.len - HEADER);
                 }
                 Comp::Sink { bytes, window_bytes } => {
                     ctx.pool.release(idx);
                     let payload = p.len.saturating_sub(28) as u64;
+                    self.wire_window[p.flow as usize] += payload;
                     *bytes += payload;
                     *window_bytes += payload;
                 }
@@ -309,6 +317,7 @@ impl World {
             let mut agg_active: Vec<Vec<f64>> = vec![Vec::new(); naggs];
             let mut gp_row = Vec::with_capacity(if opts.keep_series { nflows } else { 0 });
             let mut cwnd_row = Vec::with_capacity(gp_row.capacity());
+            let wire_row = std::mem::replace(&mut self.wire_window, vec![0; nflows]);
             for (fid, m) in self.flows.iter().enumerate() {
                 let (cwnd, srtt_ms) = match &self.comps[m.sender as usize] {
                     Comp::Sender(tx) => (tx.cwnd(), tx.srtt_ns() as f64 / 1e6),
@@ -369,6 +378,7 @@ impl World {
                 series.goodput_bps.push(gp_row);
                 series.cwnd.push(cwnd_row);
                 series.normalized.push(norm_row);
+                series.wire_bytes.push(wire_row);
             }
             if let Some((f, a)) = writers.as_mut() {
                 f.flush()?;
