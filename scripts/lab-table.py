@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Accuracy tables of the detector's lab validation (scripts/lab-validate.sh).
 
-usage: scripts/lab-table.py RESULTS.csv OUT_DIR
+usage: scripts/lab-table.py OUT_DIR RESULTS.csv [RESULTS.csv...]   (several runs are pooled)
 The ground truth is the trace's name, KIND_RATE_SIZE.pcap, as scripts/lab-traces.sh writes it.
 As in 002 Table 3, only segments with at least 15 losses count. Writes OUT_DIR/accuracy.md,
 OUT_DIR/accuracy.csv (per scenario class) and OUT_DIR/cases.csv (per trace).
@@ -54,9 +54,10 @@ def fmt_err(errs):
 
 
 def main():
-    results, out = sys.argv[1], sys.argv[2]
-    with open(results, newline="") as f:
-        rows = list(csv.DictReader(f))
+    out, rows = sys.argv[1], []
+    for results in sys.argv[2:]:
+        with open(results, newline="") as f:
+            rows += list(csv.DictReader(f))
     classes = defaultdict(lambda: {"label": "", "correct": 0, "total": 0, "abs_err": [], "signed_err": [], "misses": Counter()})
     cases = []
     matrix = defaultdict(lambda: [0, 0])  # (enforcer, rate, burst) -> [found, lossy]
@@ -70,7 +71,7 @@ def main():
         c = classify(kind, size)
         mine = [r for r in rows if r["file"] == name]
         if c is None or any(r["reason"] == "read_error" for r in mine):
-            cases.append({"trace": base, "class": "", "segments": len(mine), "lossy": 0, "correct": 0, "median_abs_rate_error": "", "reasons": "read_error" if mine else ""})
+            cases.append({"trace": name, "class": "", "segments": len(mine), "lossy": 0, "correct": 0, "median_abs_rate_error": "", "reasons": "read_error" if mine else ""})
             continue
         key, label, truth = c
         cls = classes[key]
@@ -96,7 +97,7 @@ def main():
             m[0] += correct
             m[1] += len(lossy)
         cases.append({
-            "trace": base, "class": key, "segments": len(mine), "lossy": len(lossy), "correct": correct,
+            "trace": name, "class": key, "segments": len(mine), "lossy": len(lossy), "correct": correct,
             "median_abs_rate_error": f"{statistics.median(errs):.4f}" if errs else "",
             "reasons": " ".join(f"{k}:{v}" for k, v in sorted(reasons.items())),
         })

@@ -56,5 +56,5 @@ for p in "${LANE_PIDS[@]}"; do wait "$p" || failed=1; done
 LANE_PIDS=()
 [ "$failed" = 0 ] || echo "lab-validate: a lane failed (see $OUT/lane-*.log); tabulating what was captured" >&2
 "$RATEKIT" detect "$OUT/traces" --out "$OUT/results.csv"
-python3 scripts/lab-table.py "$OUT/results.csv" "$OUT"
+python3 scripts/lab-table.py "$OUT" "$OUT/results.csv"
 echo "lab-validate: $(( $(date +%s) - start )) s; tables in $OUT/accuracy.md" >&2
