@@ -9,6 +9,7 @@ mod middlebox;
 mod reproduce;
 mod reproduce_metrics;
 mod reproduce_report;
+mod reproduce_sketch;
 mod reproduce_spec;
 mod sim;
 mod tc;

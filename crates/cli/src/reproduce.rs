@@ -4,7 +4,8 @@
 
 use crate::reproduce_metrics::{Metric, RunResult, Span};
 use crate::reproduce_report::{self, ClaimResult, ScenarioResult};
-use crate::reproduce_spec::{self, Job};
+use crate::reproduce_sketch;
+use crate::reproduce_spec::{self, Job, Work};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use ratekit_sim::app::AppConfig;
@@ -48,9 +49,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let jobs = reproduce_spec::jobs(&files, args.quick)?;
     if args.dry_run {
         for j in &jobs {
-            let r = &j.resolved;
-            let flows: usize = r.aggregates.iter().map(|a| a.flows.len()).sum();
-            println!("{}\t{} aggregates\t{flows} flows\t{:.0} s", r.scenario.name, r.aggregates.len(), r.scenario.duration.as_secs_f64());
+            println!("{}", j.describe());
         }
         let claims: usize = files.iter().map(|f| f.spec.claims.len()).sum();
         println!("{} scenarios, {} runs, {claims} claims", files.len(), jobs.len());
@@ -59,7 +58,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
 
     // Progress in simulated flow-seconds, a fair proxy for the work left.
-    let cost = |j: &Job| j.resolved.scenario.duration.as_secs_f64() * j.resolved.aggregates.iter().map(|a| a.flows.len()).sum::<usize>() as f64;
+    let cost = |j: &Job| j.cost();
     let total: f64 = jobs.iter().map(cost).sum();
     let pb = if args.quiet { ProgressBar::hidden() } else { ProgressBar::new(1000) };
     pb.set_style(
@@ -76,11 +75,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .par_iter()
             .map(|&i| {
                 let j = &jobs[i];
-                let r = simulate(j).with_context(|| format!("{}", j.resolved.scenario.name));
+                let r = match &j.work {
+                    Work::Sim(r) => simulate(r),
+                    Work::Sketch(s) => reproduce_sketch::run(&j.name, s),
+                }
+                .with_context(|| j.name.clone());
                 let mut d = done.lock().expect("progress lock");
                 *d += cost(j);
                 pb.set_position((*d / total * 1000.0) as u64);
-                pb.set_message(j.resolved.scenario.name.clone());
+                pb.set_message(j.name.clone());
                 (i, r)
             })
             .collect()
@@ -138,8 +141,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn simulate(j: &Job) -> anyhow::Result<RunResult> {
-    let r = &j.resolved;
+fn simulate(r: &ratekit_sim::Resolved) -> anyhow::Result<RunResult> {
     let (summary, series) = ratekit_sim::run(r, None, RunOptions { keep_series: true, ..RunOptions::default() })?;
     let flows = || r.aggregates.iter().flat_map(|a| a.flows.iter());
     let classes = flows().map(|f| f.class).collect();
@@ -163,5 +165,6 @@ fn simulate(j: &Job) -> anyhow::Result<RunResult> {
         window_s: r.scenario.measure.window.as_secs_f64(),
         warmup_s: r.scenario.measure.warmup.as_secs_f64(),
         udp_offered,
+        sketch: None,
     })
 }

@@ -6,6 +6,7 @@
 use crate::reproduce_spec::Selector;
 use anyhow::bail;
 use ratekit_core::metrics::{self, jain};
+use ratekit_sim::summary::ClassSummary;
 use ratekit_sim::{Series, Summary};
 
 /// One finished simulation, with what the metrics need to know about its flows.
@@ -18,6 +19,17 @@ pub struct RunResult {
     pub warmup_s: f64,
     /// UDP payload bytes each constant-bit-rate flow sent during the run (`None` for other flows).
     pub udp_offered: Vec<Option<f64>>,
+    /// Set for a `kind = "sketch"` run (reproduce_sketch.rs), which has no flows or windows.
+    pub sketch: Option<SketchStats>,
+}
+
+/// What a sketch-accuracy run measured, per packet arrival.
+#[derive(Debug, Clone, Default)]
+pub struct SketchStats {
+    /// |ô − o| / B of the arriving flow, one per arrival.
+    pub errors: Vec<f64>,
+    /// Arrivals with ô ≠ o.
+    pub misestimated_fraction: f64,
 }
 
 /// A statistic over window samples.
@@ -54,6 +66,16 @@ pub enum Metric {
     /// Latest / earliest completion time of the selected finite flows (an unfinished flow
     /// counts as finishing at the end of the run, so the figure is then a lower bound).
     FctSpread,
+    /// Sojourn (ms) at the enforcer of the selected class (`select.class`, default 0) and
+    /// aggregates, after the warm-up: `delay_mean`, `delay_p50`, `delay_p95`, `delay_p99`,
+    /// `delay_p100` (the maximum). A percentile needs exactly one matching (aggregate, class).
+    Delay(Stat),
+    /// Drops / arrivals of the selected class at the selected aggregates' enforcers.
+    ClassLoss,
+    /// |ô − o| / B per arrival in a sketch run (001 Fig. 11a): `sketch_error_mean`, `_pNN`.
+    SketchError(Stat),
+    /// Fraction of arrivals whose occupancy the sketch misestimated (001 Fig. 11b).
+    SketchMisestimation,
 }
 
 impl Metric {
@@ -67,8 +89,13 @@ impl Metric {
                 _ => bail!("'{s}': the statistic must be `mean` or `pNN` (a percentile)"),
             }
         };
+        if let Some(r) = s.strip_prefix("sketch_error_") {
+            return Ok(Metric::SketchError(stat(r)?));
+        }
         Ok(match s {
             "drop_rate" => Metric::DropRate,
+            "class_loss" => Metric::ClassLoss,
+            "sketch_misestimation" => Metric::SketchMisestimation,
             "flow_unfairness" => Metric::FlowUnfairness,
             "udp_loss" => Metric::UdpLoss,
             "share" => Metric::Share,
@@ -80,8 +107,14 @@ impl Metric {
                 Some(("burst", r)) => Metric::Burst(stat(r)?),
                 Some(("jain", r)) => Metric::Jain(stat(r)?),
                 Some(("unfairness", r)) => Metric::Unfairness(stat(r)?),
+                Some(("delay", r)) => match stat(r)? {
+                    Stat::Quantile(q) if ![0.5, 0.95, 0.99, 1.0].contains(&q) => {
+                        bail!("'{s}': the enforcer reports delay_mean, delay_p50, delay_p95, delay_p99 and delay_p100")
+                    }
+                    st => Metric::Delay(st),
+                },
                 _ => bail!(
-                    "unknown metric '{s}' (throughput_STAT, burst_STAT, jain_STAT, unfairness_STAT, flow_unfairness, udp_loss, drop_rate, share, goodput, ratio, fct_spread)"
+                    "unknown metric '{s}' (throughput_STAT, burst_STAT, jain_STAT, unfairness_STAT, flow_unfairness, udp_loss, drop_rate, share, goodput, ratio, fct_spread, delay_STAT, class_loss, sketch_error_STAT, sketch_misestimation)"
                 ),
             },
         })
@@ -109,6 +142,26 @@ pub struct Span {
 }
 
 impl RunResult {
+    pub fn sketch(summary: Summary, stats: SketchStats) -> Self {
+        RunResult {
+            summary,
+            series: Series::default(),
+            classes: Vec::new(),
+            window_s: 0.25,
+            warmup_s: 0.0,
+            udp_offered: Vec::new(),
+            sketch: Some(stats),
+        }
+    }
+
+    /// The selected class (default 0) at each selected aggregate's enforcer.
+    fn class_stats(&self, sel: &Selector) -> impl Iterator<Item = &ClassSummary> + '_ {
+        let class = sel.class.unwrap_or(0);
+        let agg = sel.aggregate;
+        let aggs = self.summary.aggregates.iter().filter(move |a| agg.is_none_or(|x| x == a.id));
+        aggs.flat_map(move |a| a.classes.iter().filter(move |c| c.class == class))
+    }
+
     pub fn flow_matches(&self, id: usize, sel: &Selector) -> bool {
         let f = &self.summary.flows[id];
         sel.cc.as_ref().is_none_or(|c| *c == f.cc)
@@ -236,6 +289,38 @@ impl RunResult {
                 };
                 mean(sel) / mean(over.unwrap_or(&all))
             }
+            Metric::Delay(stat) => {
+                let cs: Vec<&ClassSummary> = self.class_stats(sel).filter(|c| c.sent > 0).collect();
+                match (stat, cs.as_slice()) {
+                    (_, []) => f64::NAN,
+                    (Stat::Mean, _) => {
+                        let sent: u64 = cs.iter().map(|c| c.sent).sum();
+                        cs.iter().map(|c| c.delay_mean_ms * c.sent as f64).sum::<f64>() / sent as f64
+                    }
+                    (Stat::Quantile(q), [c]) => {
+                        if q == 0.5 {
+                            c.delay_p50_ms
+                        } else if q == 0.95 {
+                            c.delay_p95_ms
+                        } else if q == 0.99 {
+                            c.delay_p99_ms
+                        } else {
+                            c.delay_max_ms
+                        }
+                    }
+                    (Stat::Quantile(_), _) => f64::NAN,
+                }
+            }
+            Metric::ClassLoss => {
+                let (d, n) = self.class_stats(sel).fold((0u64, 0u64), |(d, n), c| (d + c.drops, n + c.arrivals));
+                if n == 0 {
+                    f64::NAN
+                } else {
+                    d as f64 / n as f64
+                }
+            }
+            Metric::SketchError(stat) => self.sketch.as_ref().map_or(f64::NAN, |s| apply_stat(stat, s.errors.clone())),
+            Metric::SketchMisestimation => self.sketch.as_ref().map_or(f64::NAN, |s| s.misestimated_fraction),
             Metric::FctSpread => {
                 let fcts: Vec<f64> = (0..self.summary.flows.len())
                     .filter(|&i| self.flow_matches(i, sel) && self.summary.flows[i].completed.is_some())
@@ -264,6 +349,10 @@ mod tests {
         assert_eq!(Metric::parse("jain_mean").unwrap(), Metric::Jain(Stat::Mean));
         assert!(Metric::parse("jain_p200").is_err());
         assert!(Metric::parse("speed").is_err());
+        assert_eq!(Metric::parse("delay_p99").unwrap(), Metric::Delay(Stat::Quantile(0.99)));
+        assert!(Metric::parse("delay_p90").is_err(), "the enforcer does not report p90");
+        assert_eq!(Metric::parse("sketch_error_mean").unwrap(), Metric::SketchError(Stat::Mean));
+        assert_eq!(Metric::parse("class_loss").unwrap(), Metric::ClassLoss);
         assert_eq!(apply_stat(Stat::Quantile(0.5), vec![3.0, 1.0, 2.0]), 2.0);
         assert!(apply_stat(Stat::Mean, vec![]).is_nan());
     }

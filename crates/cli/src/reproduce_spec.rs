@@ -3,6 +3,7 @@
 //! fields of it (one per enforcer or parameter value), `[quick]` overrides for `--quick`, the
 //! `[[claims]]` with the paper's number and a tolerance fixed before any run, and `[[figures]]`.
 
+use crate::reproduce_sketch::SketchRun;
 use crate::sim_sweep;
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
@@ -20,10 +21,14 @@ pub struct PaperFile {
     /// What `--quick` changes, in words (the overrides themselves are `quick`).
     #[serde(default)]
     pub quick_note: String,
+    /// What `base` describes: a network simulation (default) or a sketch-accuracy run.
+    #[serde(default)]
+    pub kind: RunKind,
     /// Dotted field path → value, applied to the base (after a run's `set`) with `--quick`.
     #[serde(default)]
     pub quick: toml::Table,
-    /// A simulation scenario (docs/simulator.md) every run starts from.
+    /// A simulation scenario (docs/simulator.md) every run starts from, or with
+    /// `kind = "sketch"` a `reproduce_sketch::SketchRun`.
     pub base: Value,
     /// Without runs the base is run once, labelled "main".
     #[serde(default)]
@@ -31,6 +36,15 @@ pub struct PaperFile {
     pub claims: Vec<Claim>,
     #[serde(default)]
     pub figures: Vec<FigureSpec>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum RunKind {
+    #[default]
+    Sim,
+    /// 001 Fig. 11: count-min accuracy under FairPolicer (reproduce_sketch.rs).
+    Sketch,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -182,12 +196,46 @@ pub enum CdfData {
     Jain,
 }
 
-/// One simulation to run: a validated scenario and where it came from.
+/// One run: a validated simulation scenario or sketch run, and where it came from.
 pub struct Job {
     pub file: usize,
     pub label: String,
     pub x: Option<f64>,
-    pub resolved: ratekit_sim::Resolved,
+    pub name: String,
+    pub work: Work,
+}
+
+pub enum Work {
+    Sim(Box<ratekit_sim::Resolved>),
+    Sketch(SketchRun),
+}
+
+impl Job {
+    /// Simulated flow-seconds, a fair proxy for the work (the progress bar's unit).
+    pub fn cost(&self) -> f64 {
+        match &self.work {
+            Work::Sim(r) => r.scenario.duration.as_secs_f64() * r.aggregates.iter().map(|a| a.flows.len()).sum::<usize>() as f64,
+            Work::Sketch(s) => s.cost(),
+        }
+    }
+
+    /// One line for `--dry-run`.
+    pub fn describe(&self) -> String {
+        match &self.work {
+            Work::Sim(r) => {
+                let flows: usize = r.aggregates.iter().map(|a| a.flows.len()).sum();
+                format!("{}\t{} aggregates\t{flows} flows\t{:.0} s", self.name, r.aggregates.len(), r.scenario.duration.as_secs_f64())
+            }
+            Work::Sketch(s) => format!(
+                "{}\tsketch {}x{}\t{} flows\t{:.0} s",
+                self.name,
+                s.sketch_depth,
+                s.sketch_width,
+                s.flows,
+                s.duration.as_secs_f64()
+            ),
+        }
+    }
 }
 
 /// A paper file with its name (the file stem, what `--only` matches).
@@ -322,11 +370,21 @@ pub fn jobs(files: &[Loaded], quick: bool) -> anyhow::Result<Vec<Job>> {
                 doc = apply(&doc, &f.spec.quick).map_err(|e| anyhow::anyhow!("{what}: quick: {e}"))?;
                 doc = apply(&doc, &r.quick).map_err(|e| anyhow::anyhow!("{what}: runs.quick: {e}"))?;
             }
-            if let Some(t) = doc.as_table_mut() {
-                t.insert("name".into(), Value::String(format!("{}/{}", f.name, r.label)));
-            }
-            let resolved = ratekit_sim::scenario::from_value(doc, &what)?;
-            out.push(Job { file: fi, label: r.label.clone(), x: r.x, resolved });
+            let name = format!("{}/{}", f.name, r.label);
+            let work = match f.spec.kind {
+                RunKind::Sim => {
+                    if let Some(t) = doc.as_table_mut() {
+                        t.insert("name".into(), Value::String(name.clone()));
+                    }
+                    Work::Sim(Box::new(ratekit_sim::scenario::from_value(doc, &what)?))
+                }
+                RunKind::Sketch => {
+                    let s = SketchRun::deserialize(doc).with_context(|| format!("{what}: base"))?;
+                    s.validate().with_context(|| format!("{what}: base"))?;
+                    Work::Sketch(s)
+                }
+            };
+            out.push(Job { file: fi, label: r.label.clone(), x: r.x, name, work });
         }
     }
     Ok(out)

@@ -98,7 +98,10 @@ fn quick_report_has_every_claim_and_the_impossible_one_fails() {
 fn bad_scenario_files_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let base = std::fs::read_to_string(paper_dir().join("000-fig8d-priority.toml")).unwrap();
+    let sketch = std::fs::read_to_string(paper_dir().join("001-fig11-sketch.toml")).unwrap();
     let cases = [
+        (sketch.replace("sketch_depth = 4", "sketch_dpeth = 4"), "unknown field `sketch_dpeth`"),
+        (sketch.replace("sketch_depth = 4", "sketch_depth = 40"), "sketch_depth"),
         (base.replace("metric = \"fct_spread\"", "metric = \"speed\""), "unknown metric 'speed'"),
         (base.replace("[[claims]]\nname = \"p1 flows finish together\"", "[[claims]]\nrun = \"nope\"\nname = \"p1 flows finish together\""), "no run labelled 'nope'"),
         (base.replace("tolerance = { max = 1.15 }", "tolerance = {}"), "give at least one of abs, rel, min, max"),
