@@ -24,7 +24,9 @@
 # Default grid: every policer (tbf and tc-BPF) at 0.5/1.5/3/10 Mbit/s x 8kb/100kb/1mb/2mb,
 # every bottleneck at the same rates x 8kb/32kb/100kb/1mb queues, alone and with cross
 # traffic, and loss:1 and loss:2 with seeds 1-3; five 2 MB chunks. scripts/lab-validate.sh runs it in lanes.
-# Environment: DELAY (one way, default 50ms: RTT 100 ms), SEED (of the loss, default 1),
+# Environment: CC (the server's congestion control, default cubic: Linux's default and the
+# paper's era; this machine's global default is bbr), DELAY (one way, default 50ms: RTT 100 ms),
+# SEED (of the loss, default 1),
 # CASE_TIMEOUT (seconds per case, default 600), RATEKIT (a built binary; default: build it),
 # LAB_DETECT=0 (only write traces; otherwise `ratekit detect` writes OUT_DIR/results.csv).
 set -euo pipefail
@@ -34,6 +36,7 @@ CHUNK=${2:-2000000}
 CHUNKS=${3:-5}
 shift $(( $# < 3 ? $# : 3 ))
 SPECS=("$@")
+CC=${CC:-cubic}
 DELAY=${DELAY:-50ms}
 SEED=${SEED:-1}
 CASE_TIMEOUT=${CASE_TIMEOUT:-600}
@@ -101,10 +104,13 @@ for pair in "$S ${P}a" "$M ${P}b" "$M ${P}d" "$C ${P}e"; do
 done
 for ns in "$S" "$M" "$C"; do ip -n "$ns" link set lo up; done
 
+# args: congestion control. Per socket: a namespace may not make a restricted CC its default.
 SERVER='
-import socket, threading
+import socket, sys, threading
+CC = sys.argv[1].encode()
 BLOCK = memoryview(b"x" * 65536)
 def serve(c):
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, CC)
     try:
         for line in c.makefile("rb"):
             n = int(line.split()[1])
@@ -114,6 +120,7 @@ def serve(c):
         pass  # the cross-traffic client is killed mid-transfer
     c.close()
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, CC)
 s.bind(("10.77.0.1", 8000)); s.listen(8)
 while True:
     c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
@@ -132,7 +139,7 @@ for i in range(chunks):
     time.sleep(1)
 c.close()
 '
-ip netns exec "$S" python3 -c "$SERVER" & PIDS+=($!)
+ip netns exec "$S" python3 -c "$SERVER" "$CC" & PIDS+=($!)
 sleep 0.5
 
 for spec in "${SPECS[@]}"; do

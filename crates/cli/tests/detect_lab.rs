@@ -1,7 +1,7 @@
 //! The detector on real Linux TCP (issue 6 item 4): scripts/lab-traces.sh builds namespaces
 //! with ratekit's middlebox in the path (50 ms each way, random loss), polices with tbf or
 //! ratekit's tc-BPF token bucket or bottlenecks with htb+bfifo, captures at the server and runs
-//! `ratekit detect`. The script deletes its namespaces and BPF pins on every exit path. Needs
+//! `ratekit detect`. The server runs CUBIC (the script's default). The script deletes its namespaces and BPF pins on every exit path. Needs
 //! root and iproute2/tcpdump/ethtool/python3 and a kernel with tc-BPF; skips with a reason otherwise.
 
 use std::path::{Path, PathBuf};
@@ -90,9 +90,9 @@ fn lab_policers_found_bottleneck_not_and_random_losses_annotated() {
     // (SYN-ACK, FIN). Whether such segments are judged policed is the accuracy table's
     // business (docs/detector.md: short fast transfers with random loss are sometimes judged
     // policed), not asserted here.
-    let (rows, reports) = lab("loss", "2000000", "2", &["loss:2:1"]);
+    let (rows, reports) = lab("loss", "2000000", "1", &["loss:2:1"]);
     let annotated: i64 = rows.iter().map(|r| r["losses"].parse::<i64>().unwrap()).sum();
     let dropped = reports[0]["stats"]["random_losses"].as_i64().unwrap();
-    assert!(dropped >= 30, "2 % of ~2800 data packets expected, the middlebox dropped {dropped}");
+    assert!(dropped >= 15, "2 % of ~1400 data packets expected, the middlebox dropped {dropped}");
     assert!((annotated - dropped).abs() <= 2, "annotated losses {annotated}, middlebox drops {dropped}: {rows:?}");
 }
