@@ -69,8 +69,10 @@ pub enum Metric {
     /// Sojourn (ms) at the enforcer of the selected class (`select.class`, default 0) and
     /// aggregates, after the warm-up: `delay_mean`, `delay_p50`, `delay_p95`, `delay_p99`,
     /// `delay_p100` (the maximum). A percentile needs exactly one matching (aggregate, class).
+    /// With `over`, divided by the same statistic of the `over` class.
     Delay(Stat),
-    /// Drops / arrivals of the selected class at the selected aggregates' enforcers.
+    /// Drops / arrivals of the selected class at the selected aggregates' enforcers (with
+    /// `over`, divided by that class's).
     ClassLoss,
     /// |ô − o| / B per arrival in a sketch run (001 Fig. 11a): `sketch_error_mean`, `_pNN`.
     SketchError(Stat),
@@ -160,6 +162,38 @@ impl RunResult {
         let agg = sel.aggregate;
         let aggs = self.summary.aggregates.iter().filter(move |a| agg.is_none_or(|x| x == a.id));
         aggs.flat_map(move |a| a.classes.iter().filter(move |c| c.class == class))
+    }
+
+    fn class_delay(&self, stat: Stat, sel: &Selector) -> f64 {
+        let cs: Vec<&ClassSummary> = self.class_stats(sel).filter(|c| c.sent > 0).collect();
+        match (stat, cs.as_slice()) {
+            (_, []) => f64::NAN,
+            (Stat::Mean, _) => {
+                let sent: u64 = cs.iter().map(|c| c.sent).sum();
+                cs.iter().map(|c| c.delay_mean_ms * c.sent as f64).sum::<f64>() / sent as f64
+            }
+            (Stat::Quantile(q), [c]) => {
+                if q == 0.5 {
+                    c.delay_p50_ms
+                } else if q == 0.95 {
+                    c.delay_p95_ms
+                } else if q == 0.99 {
+                    c.delay_p99_ms
+                } else {
+                    c.delay_max_ms
+                }
+            }
+            (Stat::Quantile(_), _) => f64::NAN,
+        }
+    }
+
+    fn class_loss(&self, sel: &Selector) -> f64 {
+        let (d, n) = self.class_stats(sel).fold((0u64, 0u64), |(d, n), c| (d + c.drops, n + c.arrivals));
+        if n == 0 {
+            f64::NAN
+        } else {
+            d as f64 / n as f64
+        }
     }
 
     pub fn flow_matches(&self, id: usize, sel: &Selector) -> bool {
@@ -290,34 +324,12 @@ impl RunResult {
                 mean(sel) / mean(over.unwrap_or(&all))
             }
             Metric::Delay(stat) => {
-                let cs: Vec<&ClassSummary> = self.class_stats(sel).filter(|c| c.sent > 0).collect();
-                match (stat, cs.as_slice()) {
-                    (_, []) => f64::NAN,
-                    (Stat::Mean, _) => {
-                        let sent: u64 = cs.iter().map(|c| c.sent).sum();
-                        cs.iter().map(|c| c.delay_mean_ms * c.sent as f64).sum::<f64>() / sent as f64
-                    }
-                    (Stat::Quantile(q), [c]) => {
-                        if q == 0.5 {
-                            c.delay_p50_ms
-                        } else if q == 0.95 {
-                            c.delay_p95_ms
-                        } else if q == 0.99 {
-                            c.delay_p99_ms
-                        } else {
-                            c.delay_max_ms
-                        }
-                    }
-                    (Stat::Quantile(_), _) => f64::NAN,
-                }
+                let v = self.class_delay(stat, sel);
+                over.map_or(v, |o| v / self.class_delay(stat, o))
             }
             Metric::ClassLoss => {
-                let (d, n) = self.class_stats(sel).fold((0u64, 0u64), |(d, n), c| (d + c.drops, n + c.arrivals));
-                if n == 0 {
-                    f64::NAN
-                } else {
-                    d as f64 / n as f64
-                }
+                let v = self.class_loss(sel);
+                over.map_or(v, |o| v / self.class_loss(o))
             }
             Metric::SketchError(stat) => self.sketch.as_ref().map_or(f64::NAN, |s| apply_stat(stat, s.errors.clone())),
             Metric::SketchMisestimation => self.sketch.as_ref().map_or(f64::NAN, |s| s.misestimated_fraction),
