@@ -23,11 +23,19 @@ pub struct Link {
     in_tx: Option<u32>,
     wake: Wakeup,
     drops: Vec<Dropped>,
+    /// Counts its transmitted bytes as the aggregate's link utilisation (not NICs, secondaries).
+    measured: bool,
 }
 
 impl Link {
     pub fn new(id: ComponentId, agg: u32, rate: Rate, queue: LinkQueue) -> Self {
-        Link { id, agg, rate, queue, in_tx: None, wake: Wakeup::default(), drops: Vec::new() }
+        Link { id, agg, rate, queue, in_tx: None, wake: Wakeup::default(), drops: Vec::new(), measured: false }
+    }
+
+    /// The aggregate's own link, whose transmissions after the warm-up are its utilisation.
+    pub fn measured(mut self) -> Self {
+        self.measured = true;
+        self
     }
 
     pub fn drop_tail(limit: u64) -> LinkQueue {
@@ -55,10 +63,10 @@ impl Link {
                 let sp = ctx.pool.get_mut(idx);
                 sp.enq_ns = now;
                 let p = *sp;
-                let (flow, class) = ctx.flow_keys[p.flow as usize];
+                let (flow, class, customer) = ctx.flow_keys[p.flow as usize];
                 ctx.aggs[self.agg as usize].arrivals += 1;
                 ctx.enf.arrival(now, self.agg, p.flow, class);
-                let pkt = Packet { id: idx as u64, len: p.len, flow, class, aggregate: self.agg as u64 };
+                let pkt = Packet { id: idx as u64, len: p.len, flow, class, aggregate: customer };
                 d.enqueue(Instant(now), pkt, &mut self.drops);
                 self.release_drops(ctx);
             }
@@ -117,6 +125,9 @@ impl Link {
             return;
         }
         if let Some(i) = self.in_tx.take() {
+            if self.measured && ctx.ev.now() >= ctx.enf.from_ns {
+                ctx.aggs[self.agg as usize].link_bytes += ctx.pool.get(i).len as u64;
+            }
             ctx.out.push(i);
         }
         self.start_next(ctx);
@@ -184,8 +195,8 @@ impl EnforcementPoint {
         }
         if let Some(p) = &mut self.policer {
             let sp = *ctx.pool.get(idx);
-            let (flow, class) = ctx.flow_keys[sp.flow as usize];
-            let pkt = Packet { id: idx as u64, len: sp.len, flow, class, aggregate: self.agg as u64 };
+            let (flow, class, customer) = ctx.flow_keys[sp.flow as usize];
+            let pkt = Packet { id: idx as u64, len: sp.len, flow, class, aggregate: customer };
             let now = ctx.ev.now();
             ctx.aggs[self.agg as usize].arrivals += 1;
             ctx.enf.arrival(now, self.agg, sp.flow, class);

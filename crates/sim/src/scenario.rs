@@ -90,6 +90,10 @@ fn default_window() -> Duration {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AggregateConfig {
+    /// A name for flows of other aggregates to cross this one's enforcer and link (`via`);
+    /// only an aggregate with `count = 1` can be named there.
+    #[serde(default)]
+    pub name: Option<String>,
     /// The rate the aggregate is entitled to (normalises its throughput). Default: the
     /// enforcer table's `rate`.
     #[serde(default)]
@@ -160,6 +164,14 @@ pub struct FlowConfig {
     /// Linux fq-style pacing for TCP (BBR always paces); ignored by UDP sources.
     #[serde(default)]
     pub pacing: bool,
+    /// The customer the enforcers see (`Packet::aggregate`, CPQ's classifier key), so that
+    /// several customers share one aggregate's queue. Default: the flow's aggregate id.
+    #[serde(default)]
+    pub customer: Option<u32>,
+    /// Named aggregates whose enforcer and link the flow crosses after its own, in order
+    /// (bottlenecks in series; its propagation delay stays one pipe after the last hop).
+    #[serde(default)]
+    pub via: Vec<String>,
 }
 
 fn default_cc() -> OneOrMany<CcKind> {
@@ -192,6 +204,9 @@ pub struct ResolvedFlow {
     pub class: u16,
     pub stop: Option<Duration>,
     pub pacing: bool,
+    pub customer: Option<u32>,
+    /// Resolved aggregate ids of `via`.
+    pub via: Vec<u32>,
 }
 
 /// Reads and validates a scenario file.
@@ -321,6 +336,17 @@ fn resolve(sc: Scenario, file: &str) -> Result<Resolved, ScenarioError> {
     if sc.aggregates.is_empty() {
         return Err(err("aggregates".into(), "at least one aggregate is needed".into()));
     }
+    // Resolved id of each named aggregate (copies are numbered in file order).
+    let mut named: std::collections::HashMap<&str, (u32, u32)> = std::collections::HashMap::new();
+    let mut next_id = 0u32;
+    for (ai, a) in sc.aggregates.iter().enumerate() {
+        if let Some(n) = &a.name {
+            if named.insert(n.as_str(), (next_id, a.count)).is_some() {
+                return Err(err(format!("aggregates[{ai}].name"), format!("'{n}' names two aggregates")));
+            }
+        }
+        next_id = next_id.saturating_add(a.count);
+    }
     let mut out = Vec::new();
     for (ai, a) in sc.aggregates.iter().enumerate() {
         let f = |name: &str| format!("aggregates[{ai}].{name}");
@@ -376,6 +402,18 @@ fn resolve(sc: Scenario, file: &str) -> Result<Resolved, ScenarioError> {
                 if fc.stop.is_some_and(|s| s.0 <= fc.start.0 + fc.start_jitter.0) {
                     return Err(err(ff("stop"), "must be later than start + start_jitter".into()));
                 }
+                let mut via = Vec::new();
+                for n in &fc.via {
+                    let &(id, count) =
+                        named.get(n.as_str()).ok_or_else(|| err(ff("via"), format!("no aggregate is named '{n}'")))?;
+                    if count != 1 {
+                        return Err(err(ff("via"), format!("'{n}' has count = {count}: name a single aggregate")));
+                    }
+                    if a.name.as_deref() == Some(n.as_str()) || via.contains(&id) {
+                        return Err(err(ff("via"), format!("'{n}' is crossed twice (a flow always crosses its own aggregate)")));
+                    }
+                    via.push(id);
+                }
                 fc.app.validate().map_err(|m| {
                     let (k, msg) = m.split_once(": ").unwrap_or(("", &m));
                     err(ff(&format!("app.{k}")), msg.to_string())
@@ -398,6 +436,8 @@ fn resolve(sc: Scenario, file: &str) -> Result<Resolved, ScenarioError> {
                         class: fc.class,
                         stop: fc.stop,
                         pacing: fc.pacing,
+                        customer: fc.customer,
+                        via: via.clone(),
                     });
                 }
             }

@@ -64,6 +64,8 @@ pub struct AggSummary {
     pub enforcer_drops: u64,
     pub queue_drops: u64,
     pub random_losses: u64,
+    /// IP bytes the aggregate's link sent after the warm-up / what it could have sent.
+    pub link_utilization: f64,
     /// Per class at the aggregate's enforcer (every packet through it, including flows of other
     /// aggregates routed `via` it), after the warm-up, by ascending class.
     pub classes: Vec<ClassSummary>,
@@ -99,6 +101,7 @@ impl AggSummary {
         norm: &mut [f64],
         jain: &[f64],
         c: AggCounters,
+        link_utilization: f64,
         classes: Vec<ClassSummary>,
     ) -> Self {
         norm.sort_by(f64::total_cmp);
@@ -115,6 +118,7 @@ impl AggSummary {
             enforcer_drops: c.enforcer_drops,
             queue_drops: c.queue_drops,
             random_losses: c.random_losses,
+            link_utilization,
             classes,
         }
     }

@@ -29,6 +29,8 @@ pub struct AggCounters {
     pub enforcer_drops: u64,
     pub queue_drops: u64,
     pub random_losses: u64,
+    /// IP bytes the aggregate's own link sent after the warm-up.
+    pub link_bytes: u64,
 }
 
 /// What every component may touch while handling an event.
@@ -38,8 +40,9 @@ pub struct Ctx {
     /// Packets handed to their next hop, delivered in FIFO order after the handler returns.
     pub out: Vec<u32>,
     pub aggs: Vec<AggCounters>,
-    /// Per flow: (flow key for the core's classifiers, explicit class).
-    pub flow_keys: Vec<(u64, u16)>,
+    /// Per flow: (flow key for the core's classifiers, explicit class, customer for
+    /// `Packet::aggregate`).
+    pub flow_keys: Vec<(u64, u16, u64)>,
     /// Per-flow and per-class statistics at the enforcers.
     pub enf: EnfStats,
 }
@@ -77,8 +80,6 @@ struct FlowMeta {
     stop_ns: u64,
 }
 
-/// Longest route: NIC, enforcement point, link, secondary, pipe, receiver.
-const MAX_HOPS: usize = 6;
 
 /// How a run is driven from outside.
 #[derive(Default)]
@@ -111,8 +112,10 @@ pub struct World {
     ctx: Ctx,
     comps: Vec<Comp>,
     flows: Vec<FlowMeta>,
-    /// Per flow, data route then ACK route, flat so that forwarding is one indexed load.
-    routes: Vec<[ComponentId; MAX_HOPS]>,
+    /// Every route's hops back to back: flow f's data route starts at `route_start[2f]`, its
+    /// ACK route at `route_start[2f + 1]`.
+    route_hops: Vec<ComponentId>,
+    route_start: Vec<u32>,
     agg_rates_bps: Vec<f64>,
     agg_kinds: Vec<&'static str>,
     /// Per flow: payload bytes arrived at the receiver in the current window.
@@ -146,7 +149,10 @@ impl World {
         let mut agg_rates_bps = Vec::new();
         let mut agg_kinds = Vec::new();
         let mut starts = Vec::new();
-        let mut routes = Vec::new();
+        // Per aggregate: its enforcement point and link, the hops a `via` flow crosses.
+        let mut agg_hops = Vec::new();
+        // Per flow: (data route without the `via` hops, where they go, `via`), ACK route.
+        let mut plans: Vec<(Vec<ComponentId>, usize, &[u32], [ComponentId; 2])> = Vec::new();
         for a in &r.aggregates {
             agg_rates_bps.push(a.rate.bits_per_sec() as f64);
             agg_kinds.push(a.enforcer.kind());
@@ -159,7 +165,8 @@ impl World {
             let rng = ChaCha8Rng::seed_from_u64(mix(seed, 0xE0F0_0000 + a.id as u64));
             comps.push(Comp::Enf(Box::new(EnforcementPoint::new(a.id, a.cfg.loss, rng, policer))));
             let link_id = comps.len() as ComponentId;
-            comps.push(Comp::Link(Box::new(Link::new(link_id, a.id, a.cfg.link_rate, queue))));
+            comps.push(Comp::Link(Box::new(Link::new(link_id, a.id, a.cfg.link_rate, queue).measured())));
+            agg_hops.push([enf_id, link_id]);
             let secondary = a.cfg.secondary.as_ref().map(|s| {
                 let id = comps.len() as ComponentId;
                 comps.push(Comp::Link(Box::new(Link::new(id, a.id, s.rate, Link::drop_tail(s.buffer.0)))));
@@ -196,14 +203,9 @@ impl World {
                 let mut data_route = vec![nic, enf_id, link_id];
                 data_route.extend(secondary);
                 data_route.extend([fwd, receiver]);
-                let mut flat = [ComponentId::MAX; MAX_HOPS];
-                flat[..data_route.len()].copy_from_slice(&data_route);
-                routes.push(flat);
-                let mut flat = [ComponentId::MAX; MAX_HOPS];
-                flat[..2].copy_from_slice(&[rev, sender]);
-                routes.push(flat);
+                plans.push((data_route, 3, &f.via, [rev, sender]));
                 starts.push((sender, start_ns));
-                ctx.flow_keys.push((mix(0xF10F, fid as u64), f.class));
+                ctx.flow_keys.push((mix(0xF10F, fid as u64), f.class, f.customer.map_or(a.id, |c| c) as u64));
                 ctx.enf.flow_agg.push(a.id);
                 ctx.enf.flows.push(FlowEnf::default());
                 flows.push(FlowMeta {
@@ -219,6 +221,15 @@ impl World {
                 });
             }
         }
+        let mut route_hops = Vec::new();
+        let mut route_start = Vec::new();
+        for (mut data, at, via, ack) in plans {
+            data.splice(at..at, via.iter().flat_map(|&v| agg_hops[v as usize]));
+            for route in [&data[..], &ack[..]] {
+                route_start.push(route_hops.len() as u32);
+                route_hops.extend_from_slice(route);
+            }
+        }
         for (sender, at) in starts {
             match &mut comps[sender as usize] {
                 Comp::Sender(s) => s.schedule_start(&mut ctx, at),
@@ -227,7 +238,7 @@ impl World {
             }
         }
         let wire_window = vec![0; flows.len()];
-        Ok(World { ctx, comps, flows, routes, agg_rates_bps, agg_kinds, wire_window })
+        Ok(World { ctx, comps, flows, route_hops, route_start, agg_rates_bps, agg_kinds, wire_window })
     }
 
     fn handle(&mut self, target: ComponentId) {
@@ -250,8 +261,8 @@ impl World {
             let idx = self.ctx.out[i];
             i += 1;
             let p = *self.ctx.pool.get(idx);
-            let route = &self.routes[2 * p.flow as usize + (p.kind == Kind::Ack) as usize];
-            let target = route[p.hop as usize];
+            let start = self.route_start[2 * p.flow as usize + (p.kind == Kind::Ack) as usize];
+            let target = self.route_hops[start as usize + p.hop as usize];
             self.ctx.pool.get_mut(idx).hop += 1;
             let ctx = &mut self.ctx;
             match &mut self.comps[target as usize] {
@@ -437,6 +448,9 @@ impl World {
         let aggregates = (0..naggs)
             .map(|a| {
                 let c = self.ctx.aggs[a];
+                let measured_s = sim_end.saturating_sub(warmup) as f64 * 1e-9;
+                let capacity = r.aggregates[a].cfg.link_rate.bits_per_sec() as f64 / 8.0 * measured_s;
+                let utilization = if capacity > 0.0 { c.link_bytes as f64 / capacity } else { 0.0 };
                 AggSummary::new(
                     a as u32,
                     self.agg_rates_bps[a],
@@ -444,6 +458,7 @@ impl World {
                     &mut norm_samples[a],
                     &jain_samples[a],
                     c,
+                    utilization,
                     self.ctx.enf.class_summaries(a),
                 )
             })

@@ -50,3 +50,28 @@ fn a_missing_file_is_named() {
     let Err(e) = ratekit_sim::load(std::path::Path::new("/nonexistent/x.toml")) else { panic!("loaded") };
     assert!(e.to_string().contains("/nonexistent/x.toml"), "{e}");
 }
+
+#[test]
+fn via_names_single_existing_aggregates_once() {
+    let two = |first: &str, second: &str| {
+        format!(
+            "duration = \"1s\"\n[enforcer]\nkind = \"token_bucket\"\nrate = \"10mbit\"\nburst = \"50kb\"\n\
+             [[aggregates]]\n{first}\n[[aggregates]]\n{second}\n"
+        )
+    };
+    let ok = two("name = \"a\"\nflows = [{ rtt = \"10ms\", via = [\"b\"] }]", "name = \"b\"\nflows = [{ rtt = \"10ms\" }]");
+    let r = ratekit_sim::parse(&ok, "ok.toml").unwrap();
+    assert_eq!(r.aggregates[0].flows[0].via, vec![1]);
+    let cases = [
+        ("unknown name", two("flows = [{ rtt = \"10ms\", via = [\"c\"] }]", "name = \"b\"\nflows = [{ rtt = \"10ms\" }]"), "aggregates[0].flows[0].via", "no aggregate"),
+        ("own aggregate", two("name = \"a\"\nflows = [{ rtt = \"10ms\", via = [\"a\"] }]", "flows = [{ rtt = \"10ms\" }]"), "aggregates[0].flows[0].via", "twice"),
+        ("twice", two("flows = [{ rtt = \"10ms\", via = [\"b\", \"b\"] }]", "name = \"b\"\nflows = [{ rtt = \"10ms\" }]"), "aggregates[0].flows[0].via", "twice"),
+        ("copies", two("flows = [{ rtt = \"10ms\", via = [\"b\"] }]", "name = \"b\"\ncount = 2\nflows = [{ rtt = \"10ms\" }]"), "aggregates[0].flows[0].via", "count = 2"),
+        ("duplicate name", two("name = \"b\"\nflows = [{ rtt = \"10ms\" }]", "name = \"b\"\nflows = [{ rtt = \"10ms\" }]"), "aggregates[1].name", "two aggregates"),
+    ];
+    for (what, text, field, msg) in cases {
+        let e = err(&text);
+        assert_eq!(e.field, field, "{what}: {e}");
+        assert!(e.message.contains(msg), "{what}: {e}");
+    }
+}

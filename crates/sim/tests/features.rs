@@ -183,3 +183,70 @@ fn wire_bytes_count_receiver_arrivals_per_window() {
     let goodput_max = max(&|w| (series.goodput_bps[w][0] + series.goodput_bps[w][1]) * 0.25 / 8.0);
     assert!(goodput_max > wire_max, "{goodput_max} vs {wire_max}");
 }
+
+/// `customer`: two customers share one aggregate's CPQ-DRR queue (003 Table II's reference),
+/// customer 1 with five CUBIC flows, customer 2 with one. DRR serves customers, so customer 2
+/// gets half the 10 Mbit/s link; with the same customer it would get a flow's share, 1/6.
+#[test]
+fn customers_share_one_queue_and_are_told_apart() {
+    let text = |c1: u32, c2: u32| {
+        format!(
+            r#"
+            duration = "30s"
+            [measure]
+            warmup = "5s"
+            [[aggregates]]
+            rate = "10mbit"
+            link_rate = "10mbit"
+            enforcer = {{ kind = "cpq", variant = "drr", red = {{ min_th = "30kb", max_th = "90kb", limit = "125kb" }} }}
+            flows = [
+              {{ rtt = "20ms", count = 5, customer = {c1} }},
+              {{ rtt = "20ms", customer = {c2} }},
+            ]
+            "#
+        )
+    };
+    let share = |s: &Summary| s.flows[5].mean_goodput_bps / s.flows.iter().map(|f| f.mean_goodput_bps).sum::<f64>();
+    let (apart, _) = run(&text(1, 2));
+    let (same, _) = run(&text(1, 1));
+    assert!((0.45..0.55).contains(&share(&apart)), "{}", share(&apart));
+    assert!(share(&same) < 0.3, "{}", share(&same));
+    assert!(apart.aggregates[0].link_utilization > 0.97 && apart.aggregates[0].link_utilization <= 1.0);
+}
+
+/// `via`: a flow of aggregate A (10 Mbit/s) that crosses B (4 Mbit/s) is held to B's rate,
+/// shares B with B's own flow, and is counted at both enforcers (per class) but as a flow only
+/// at A; A's link is used at B's pace.
+#[test]
+fn via_routes_a_flow_through_bottlenecks_in_series() {
+    let (s, _) = run(r#"
+        duration = "30s"
+        [measure]
+        warmup = "5s"
+        [enforcer]
+        kind = "red"
+        min_th = "15kb"
+        max_th = "45kb"
+        limit = "100kb"
+        [[aggregates]]
+        name = "a"
+        rate = "10mbit"
+        link_rate = "10mbit"
+        flows = [{ rtt = "20ms", class = 1, via = ["b"] }]
+        [[aggregates]]
+        name = "b"
+        rate = "4mbit"
+        link_rate = "4mbit"
+        flows = [{ rtt = "20ms", class = 2 }]
+    "#);
+    let (a, b) = (&s.aggregates[0], &s.aggregates[1]);
+    let total = s.flows[0].mean_goodput_bps + s.flows[1].mean_goodput_bps;
+    assert!(close(total, 4e6 * 0.965, 0.05), "{total}");
+    assert!(s.flows[0].mean_goodput_bps > 1e6 && s.flows[1].mean_goodput_bps > 1e6);
+    assert!(b.link_utilization > 0.95, "{}", b.link_utilization);
+    assert!(a.link_utilization < 0.3, "{}", a.link_utilization);
+    let classes = |x: &ratekit_sim::summary::AggSummary| x.classes.iter().map(|c| c.class).collect::<Vec<_>>();
+    assert_eq!((classes(a), classes(b)), (vec![1], vec![1, 2]));
+    assert_eq!(s.flows[0].enforcer_arrivals, a.classes[0].arrivals);
+    assert!(b.classes[0].arrivals > 0 && b.classes[0].arrivals <= a.classes[0].sent);
+}
