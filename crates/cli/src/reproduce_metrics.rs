@@ -46,6 +46,12 @@ pub enum Metric {
     Throughput(Stat),
     /// Normalised throughput above the rate, max(0, x − 1), the burst: `burst_p99.9`.
     Burst(Stat),
+    /// As `Throughput` but from the payload bytes that *arrived* at the receivers per window
+    /// (in order or not), what a capture at the receiver measures; goodput counts bytes when
+    /// they are delivered in order, so a repaired loss releases a burst into one window.
+    Wire(Stat),
+    /// max(0, wire − 1): `wire_burst_p99.9`.
+    WireBurst(Stat),
     /// Jain's index per window and aggregate: `jain_mean`, `jain_p10`.
     Jain(Stat),
     /// 1 − Jain's index: `unfairness_mean`.
@@ -94,6 +100,9 @@ impl Metric {
         if let Some(r) = s.strip_prefix("sketch_error_") {
             return Ok(Metric::SketchError(stat(r)?));
         }
+        if let Some(r) = s.strip_prefix("wire_burst_") {
+            return Ok(Metric::WireBurst(stat(r)?));
+        }
         Ok(match s {
             "drop_rate" => Metric::DropRate,
             "class_loss" => Metric::ClassLoss,
@@ -107,6 +116,7 @@ impl Metric {
             _ => match s.split_once('_') {
                 Some(("throughput", r)) => Metric::Throughput(stat(r)?),
                 Some(("burst", r)) => Metric::Burst(stat(r)?),
+                Some(("wire", r)) => Metric::Wire(stat(r)?),
                 Some(("jain", r)) => Metric::Jain(stat(r)?),
                 Some(("unfairness", r)) => Metric::Unfairness(stat(r)?),
                 Some(("delay", r)) => match stat(r)? {
@@ -116,7 +126,7 @@ impl Metric {
                     st => Metric::Delay(st),
                 },
                 _ => bail!(
-                    "unknown metric '{s}' (throughput_STAT, burst_STAT, jain_STAT, unfairness_STAT, flow_unfairness, udp_loss, drop_rate, share, goodput, ratio, fct_spread, delay_STAT, class_loss, sketch_error_STAT, sketch_misestimation)"
+                    "unknown metric '{s}' (throughput_STAT, burst_STAT, wire_STAT, wire_burst_STAT, jain_STAT, unfairness_STAT, flow_unfairness, udp_loss, drop_rate, share, goodput, ratio, fct_spread, delay_STAT, class_loss, sketch_error_STAT, sketch_misestimation)"
                 ),
             },
         })
@@ -232,6 +242,25 @@ impl RunResult {
         out
     }
 
+    /// Normalised wire throughput (payload arrived at the receivers) of every selected aggregate
+    /// in every window of the span, zeros left out.
+    pub fn wire_samples(&self, sel: &Selector, span: Span) -> Vec<f64> {
+        let aggs = &self.summary.aggregates;
+        let mut out = Vec::new();
+        for w in self.windows(span) {
+            let mut bytes = vec![0u64; aggs.len()];
+            for (id, &b) in self.series.wire_bytes[w].iter().enumerate() {
+                bytes[self.summary.flows[id].aggregate as usize] += b;
+            }
+            for (a, &b) in bytes.iter().enumerate() {
+                if b > 0 && self.agg_matches(a, sel) {
+                    out.push(b as f64 * 8.0 / self.window_s / aggs[a].rate_bps);
+                }
+            }
+        }
+        out
+    }
+
     /// Jain's index of every selected aggregate in every window, over flows with a non-zero rate.
     pub fn jain_samples(&self, sel: &Selector, span: Span) -> Vec<f64> {
         let naggs = self.summary.aggregates.len();
@@ -269,6 +298,10 @@ impl RunResult {
             Metric::Throughput(s) => apply_stat(s, self.throughput_samples(sel, span)),
             Metric::Burst(s) => {
                 apply_stat(s, self.throughput_samples(sel, span).into_iter().map(|x| (x - 1.0).max(0.0)).collect())
+            }
+            Metric::Wire(s) => apply_stat(s, self.wire_samples(sel, span)),
+            Metric::WireBurst(s) => {
+                apply_stat(s, self.wire_samples(sel, span).into_iter().map(|x| (x - 1.0).max(0.0)).collect())
             }
             Metric::Jain(s) => apply_stat(s, self.jain_samples(sel, span)),
             Metric::Unfairness(s) => apply_stat(s, self.jain_samples(sel, span).into_iter().map(|j| 1.0 - j).collect()),
@@ -365,6 +398,8 @@ mod tests {
         assert!(Metric::parse("delay_p90").is_err(), "the enforcer does not report p90");
         assert_eq!(Metric::parse("sketch_error_mean").unwrap(), Metric::SketchError(Stat::Mean));
         assert_eq!(Metric::parse("class_loss").unwrap(), Metric::ClassLoss);
+        assert_eq!(Metric::parse("wire_p99.9").unwrap(), Metric::Wire(Stat::Quantile(0.999)));
+        assert_eq!(Metric::parse("wire_burst_mean").unwrap(), Metric::WireBurst(Stat::Mean));
         assert_eq!(apply_stat(Stat::Quantile(0.5), vec![3.0, 1.0, 2.0]), 2.0);
         assert!(apply_stat(Stat::Mean, vec![]).is_nan());
     }
