@@ -398,7 +398,7 @@ mod tests {
         assert!(Metric::parse("delay_p90").is_err(), "the enforcer does not report p90");
         assert_eq!(Metric::parse("sketch_error_mean").unwrap(), Metric::SketchError(Stat::Mean));
         assert_eq!(Metric::parse("class_loss").unwrap(), Metric::ClassLoss);
-        assert_eq!(Metric::parse("wire_p99.9").unwrap(), Metric::Wire(Stat::Quantile(0.999)));
+        assert_eq!(Metric::parse("wire_p50").unwrap(), Metric::Wire(Stat::Quantile(0.5)));
         assert_eq!(Metric::parse("wire_burst_mean").unwrap(), Metric::WireBurst(Stat::Mean));
         assert_eq!(apply_stat(Stat::Quantile(0.5), vec![3.0, 1.0, 2.0]), 2.0);
         assert!(apply_stat(Stat::Mean, vec![]).is_nan());
