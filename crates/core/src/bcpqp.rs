@@ -160,6 +160,10 @@ pub struct BcPqp {
     state: Box<[BurstState]>,
     /// Earliest window end among queues holding magic (u64::MAX: none).
     magic_deadline: u64,
+    /// Bit q mod 64 is set if queue q may hold magic (a superset, exact up to 64 queues):
+    /// service and the window scan skip the burst state of queues that cannot hold any, so a
+    /// packet does not pull every queue's state into the cache.
+    magic_queues: u64,
     burst_fills: u64,
     magic_removals: u64,
 }
@@ -195,6 +199,7 @@ impl BcPqp {
             burst,
             state: vec![BurstState::default(); n].into_boxed_slice(),
             magic_deadline: u64::MAX,
+            magic_queues: 0,
             burst_fills: 0,
             magic_removals: 0,
         }
@@ -276,7 +281,7 @@ impl BcPqp {
             if Self::compare(self.state[q].accepted, self.burst.theta_minus, x).is_lt() {
                 let params = Arc::clone(self.core.params());
                 let state = &mut self.state;
-                self.core.queues.remove(&params.policy, q, magic, &mut clamp_magic(state));
+                self.core.queues.remove(&params.policy, q, magic, &mut clamp_magic(state, self.magic_queues));
                 self.state[q].magic_nb = 0;
                 self.magic_removals += 1;
             }
@@ -288,22 +293,39 @@ impl BcPqp {
         st.window_end = now.saturating_add(self.burst.window.0);
     }
 
-    /// Closes the run-out windows of every queue holding magic (rare: once per window).
+    /// Closes the run-out windows of every queue holding magic, in queue order (once per
+    /// window of each such queue).
     fn close_magic_windows(&mut self, now: u64) {
         let mut next = u64::MAX;
-        for q in 0..self.state.len() {
-            if self.state[q].magic_nb == 0 {
-                continue;
+        let mut still = 0u64;
+        let mut visit = |this: &mut Self, q: usize| {
+            if this.state[q].magic_nb == 0 {
+                return;
             }
-            if self.state[q].window_end <= now {
-                self.close_window(q, now);
+            if this.state[q].window_end <= now {
+                this.close_window(q, now);
             }
             // The stored M_i may exceed what is left (min(M_i, L_i)); a spare deadline only
             // costs a look at a window that has no magic left to remove.
-            if self.state[q].magic_nb > 0 {
-                next = next.min(self.state[q].window_end);
+            if this.state[q].magic_nb > 0 {
+                next = next.min(this.state[q].window_end);
+                still |= 1 << (q & 63);
+            }
+        };
+        let n = self.state.len();
+        if n <= 64 {
+            let mut bits = self.magic_queues;
+            while bits != 0 {
+                visit(self, bits.trailing_zeros() as usize);
+                bits &= bits - 1;
+            }
+        } else {
+            let mask = self.magic_queues;
+            for q in (0..n).filter(|q| mask & (1 << (q & 63)) != 0) {
+                visit(self, q);
             }
         }
+        self.magic_queues = still;
         self.magic_deadline = next;
     }
 
@@ -312,8 +334,11 @@ impl BcPqp {
         let magic = self.core.params().queue_size_nb - self.core.occupancy_nb(q);
         let params = Arc::clone(self.core.params());
         let state = &mut self.state;
-        self.core.queues.add(&params.policy, q, magic, &mut clamp_magic(state));
+        self.core.queues.add(&params.policy, q, magic, &mut clamp_magic(state, self.magic_queues));
         self.burst_fills += 1;
+        if magic > 0 {
+            self.magic_queues |= 1 << (q & 63);
+        }
         let st = &mut self.state[q];
         st.magic_nb = magic;
         st.accepted_prev = st.accepted;
@@ -324,18 +349,20 @@ impl BcPqp {
 }
 
 /// Magic drains last: when service leaves a queue with `occ` nano-bytes, at most that much of
-/// it can still be magic.
-fn clamp_magic(state: &mut [BurstState]) -> impl FnMut(usize, u64) + '_ {
-    |q, occ| {
-        let m = &mut state[q].magic_nb;
-        *m = (*m).min(occ);
+/// it can still be magic. Queues outside `may_hold` (see `BcPqp::magic_queues`) hold none.
+fn clamp_magic(state: &mut [BurstState], may_hold: u64) -> impl FnMut(usize, u64) + '_ {
+    move |q, occ| {
+        if may_hold & (1 << (q & 63)) != 0 {
+            let m = &mut state[q].magic_nb;
+            *m = (*m).min(occ);
+        }
     }
 }
 
 impl Policer for BcPqp {
     fn on_arrival(&mut self, now: Instant, pkt: &Packet) -> Verdict {
         let q = self.core.queue_of(pkt);
-        self.core.advance(now, &mut clamp_magic(&mut self.state));
+        self.core.advance(now, &mut clamp_magic(&mut self.state, self.magic_queues));
         let t = now.0;
         if t >= self.magic_deadline {
             self.close_magic_windows(t);
@@ -348,7 +375,7 @@ impl Policer for BcPqp {
         let magic = self.state[q].magic_nb.min(occupancy);
         let room_without_magic = (occupancy - magic).saturating_add(len * NANOS_PER_SEC) <= self.core.params().queue_size_nb;
         let reason = if room_without_magic { DropReason::BurstControl } else { DropReason::Overlimit };
-        let verdict = self.core.admit(q, occupancy, len, reason, &mut clamp_magic(&mut self.state));
+        let verdict = self.core.admit(q, occupancy, len, reason, &mut clamp_magic(&mut self.state, self.magic_queues));
         if verdict.is_pass() {
             self.state[q].accepted += len;
             if magic == 0 && self.state[q].accepted > self.burst.theta_plus_floor[q] {
