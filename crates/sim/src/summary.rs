@@ -94,16 +94,8 @@ pub struct EngineSummary {
 }
 
 impl AggSummary {
-    pub fn new(
-        id: u32,
-        rate_bps: f64,
-        enforcer: &str,
-        norm: &mut [f64],
-        jain: &[f64],
-        c: AggCounters,
-        link_utilization: f64,
-        classes: Vec<ClassSummary>,
-    ) -> Self {
+    /// The window statistics and counters; `link_utilization` and `classes` start empty.
+    pub fn new(id: u32, rate_bps: f64, enforcer: &str, norm: &mut [f64], jain: &[f64], c: AggCounters) -> Self {
         norm.sort_by(f64::total_cmp);
         AggSummary {
             id,
@@ -118,8 +110,8 @@ impl AggSummary {
             enforcer_drops: c.enforcer_drops,
             queue_drops: c.queue_drops,
             random_losses: c.random_losses,
-            link_utilization,
-            classes,
+            link_utilization: 0.0,
+            classes: Vec::new(),
         }
     }
 }

@@ -81,6 +81,10 @@ struct FlowMeta {
 }
 
 
+/// A flow's routes before the `via` hops are known: its data route, where the `via` hops go in
+/// it, the `via` aggregate ids, and its ACK route.
+type RoutePlan<'a> = (Vec<ComponentId>, usize, &'a [u32], [ComponentId; 2]);
+
 /// How a run is driven from outside.
 #[derive(Default)]
 pub struct RunOptions<'a> {
@@ -152,7 +156,7 @@ impl World {
         // Per aggregate: its enforcement point and link, the hops a `via` flow crosses.
         let mut agg_hops = Vec::new();
         // Per flow: (data route without the `via` hops, where they go, `via`), ACK route.
-        let mut plans: Vec<(Vec<ComponentId>, usize, &[u32], [ComponentId; 2])> = Vec::new();
+        let mut plans: Vec<RoutePlan> = Vec::new();
         for a in &r.aggregates {
             agg_rates_bps.push(a.rate.bits_per_sec() as f64);
             agg_kinds.push(a.enforcer.kind());
@@ -451,16 +455,18 @@ impl World {
                 let measured_s = sim_end.saturating_sub(warmup) as f64 * 1e-9;
                 let capacity = r.aggregates[a].cfg.link_rate.bits_per_sec() as f64 / 8.0 * measured_s;
                 let utilization = if capacity > 0.0 { c.link_bytes as f64 / capacity } else { 0.0 };
-                AggSummary::new(
-                    a as u32,
-                    self.agg_rates_bps[a],
-                    self.agg_kinds[a],
-                    &mut norm_samples[a],
-                    &jain_samples[a],
-                    c,
-                    utilization,
-                    self.ctx.enf.class_summaries(a),
-                )
+                AggSummary {
+                    link_utilization: utilization,
+                    classes: self.ctx.enf.class_summaries(a),
+                    ..AggSummary::new(
+                        a as u32,
+                        self.agg_rates_bps[a],
+                        self.agg_kinds[a],
+                        &mut norm_samples[a],
+                        &jain_samples[a],
+                        c,
+                    )
+                }
             })
             .collect();
         let summary = Summary {
