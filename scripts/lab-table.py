@@ -14,8 +14,13 @@ from collections import Counter, defaultdict
 
 MIN_LOSSES = 15
 # 002 Table 3 (lab accuracy of the authors' detector), by its letters.
-PAPER = {"A": "93.1 %", "B": "48.0 %", "E": "100 %", "F": "99.7 %", "G": "93.2 %", "H": "96.9 %"}
-ENFORCER = {"policer": "tbf", "bpf": "tc-BPF"}
+PAPER = {"A": "93.1 %", "B": "48.0 %", "C": "12.3 %", "E": "100 %", "F": "99.7 %", "G": "93.2 %", "H": "96.9 %"}
+ENFORCER = {"policer": "tbf", "bpf": "tc-BPF", "shared": "tc-BPF"}
+
+
+def paper(key):
+    """002's figure for a class (none for ours beyond the paper)."""
+    return "—" if key == "C agg" else PAPER.get(key[0], "")
 
 
 def rate_bps(text):
@@ -27,6 +32,8 @@ def rate_bps(text):
 
 def classify(kind, size):
     """(class key, label, policed truth) for a trace, or None if it is no test case."""
+    if kind == "shared":
+        return "C", "C policing, tc-BPF bucket shared by 3 connections to one client: per-flow rows", True
     if kind in ENFORCER:
         letter = "B" if size == "8kb" else "A"
         what = "8 kB bucket" if letter == "B" else "buckets 100 kB-2 MB"
@@ -53,6 +60,37 @@ def fmt_err(errs):
     return f"{100 * statistics.median(errs):.1f} % / {100 * pct(errs, 0.9):.1f} % (max {100 * max(errs):.1f} %)"
 
 
+def tally(classes, cases, matrix, name, key, label, truth, kind, rate, size, rows):
+    """Adds one trace's segments (`rows`) to class `key`, the per-trace list and the policing matrix."""
+    cls = classes[key]
+    cls["label"] = label
+    lossy = [r for r in rows if int(r["losses"]) >= MIN_LOSSES]
+    correct, errs, reasons = 0, [], Counter()
+    for r in lossy:
+        policed = r["policed"] == "true"
+        reasons[r["reason"]] += 1
+        if policed == truth:
+            correct += 1
+        else:
+            cls["misses"][r["reason"]] += 1
+        if policed and truth:
+            e = float(r["rate_bps"]) / rate_bps(rate) - 1
+            errs.append(abs(e))
+            cls["signed_err"].append(e)
+    cls["correct"] += correct
+    cls["total"] += len(lossy)
+    cls["abs_err"] += errs
+    if truth and matrix is not None and kind != "shared":
+        m = matrix[(ENFORCER[kind], rate, size)]
+        m[0] += correct
+        m[1] += len(lossy)
+    cases.append({
+        "trace": name, "class": key, "segments": len(rows), "lossy": len(lossy), "correct": correct,
+        "median_abs_rate_error": f"{statistics.median(errs):.4f}" if errs else "",
+        "reasons": " ".join(f"{k}:{v}" for k, v in sorted(reasons.items())),
+    })
+
+
 def main():
     out, rows = sys.argv[1], []
     for results in sys.argv[2:]:
@@ -74,35 +112,13 @@ def main():
             cases.append({"trace": name, "class": "", "segments": len(mine), "lossy": 0, "correct": 0, "median_abs_rate_error": "", "reasons": "read_error" if mine else ""})
             continue
         key, label, truth = c
-        cls = classes[key]
-        cls["label"] = label
-        lossy = [r for r in mine if r["direction"] != "aggregate" and int(r["losses"]) >= MIN_LOSSES]
-        correct, errs, reasons = 0, [], Counter()
-        for r in lossy:
-            policed = r["policed"] == "true"
-            reasons[r["reason"]] += 1
-            if policed == truth:
-                correct += 1
-            else:
-                cls["misses"][r["reason"]] += 1
-            if policed and truth:
-                e = float(r["rate_bps"]) / rate_bps(rate) - 1
-                errs.append(abs(e))
-                cls["signed_err"].append(e)
-        cls["correct"] += correct
-        cls["total"] += len(lossy)
-        cls["abs_err"] += errs
-        if truth:
-            m = matrix[(ENFORCER[kind], rate, size)]
-            m[0] += correct
-            m[1] += len(lossy)
-        cases.append({
-            "trace": name, "class": key, "segments": len(mine), "lossy": len(lossy), "correct": correct,
-            "median_abs_rate_error": f"{statistics.median(errs):.4f}" if errs else "",
-            "reasons": " ".join(f"{k}:{v}" for k, v in sorted(reasons.items())),
-        })
+        groups = [(key, label, [r for r in mine if r["direction"] != "aggregate"])]
+        if kind == "shared":
+            groups.append(("C agg", "C, the same: per-client aggregate rows (beyond 002)", [r for r in mine if r["direction"] == "aggregate"]))
+        for key, label, subset in groups:
+            tally(classes, cases, matrix if key != "C agg" else None, name, key, label, truth, kind, rate, size, subset)
 
-    order = ["A tbf", "A tc-BPF", "B tbf", "B tc-BPF", "E", "G", "H", "F"]
+    order = ["A tbf", "A tc-BPF", "B tbf", "B tc-BPF", "C", "C agg", "E", "G", "H", "F"]
     keys = [k for k in order if k in classes] + sorted(k for k in classes if k not in order)
     with open(os.path.join(out, "accuracy.csv"), "w", newline="") as f:
         w = csv.writer(f)
@@ -111,7 +127,7 @@ def main():
             c = classes[k]
             acc = c["correct"] / c["total"] if c["total"] else ""
             e = c["abs_err"]
-            w.writerow([k, PAPER.get(k[0], ""), c["correct"], c["total"], acc,
+            w.writerow([k, paper(k), c["correct"], c["total"], acc,
                         statistics.median(e) if e else "", pct(e, 0.9) if e else "", max(e) if e else "",
                         statistics.median(c["signed_err"]) if e else ""])
     with open(os.path.join(out, "cases.csv"), "w", newline="") as f:
@@ -125,7 +141,7 @@ def main():
         c = classes[k]
         acc = f"**{100 * c['correct'] / c['total']:.1f} %** ({c['correct']}/{c['total']})" if c["total"] else "no lossy segment"
         signed = f"; {100 * statistics.median(c['signed_err']):+.2f} %" if c["signed_err"] else ""
-        md.append(f"| {c['label']} | {PAPER.get(k[0], '')} | {acc} | {fmt_err(c['abs_err'])}{signed} |")
+        md.append(f"| {c['label']} | {paper(k)} | {acc} | {fmt_err(c['abs_err'])}{signed} |")
     md += ["", "Reasons of the wrong verdicts (segments):", ""]
     for k in keys:
         if classes[k]["misses"]:

@@ -12,6 +12,8 @@
 # clsact and root qdisc, where the enforcer sits:
 #   policer:RATE:BURST  the kernel's tbf with a one-packet queue (excess dropped, not held)
 #   bpf:RATE:BURST      ratekit's tc-BPF token bucket (`ratekit tc attach --egress`)
+#   shared:RATE:BURST   the tc-BPF bucket shared by three concurrent connections to one client
+#                       (002 Table 3 C; all three captured)
 #   droptail:RATE:QUEUE htb at RATE with a bfifo of QUEUE bytes
 #   cross:RATE:QUEUE    the same, plus one uncaptured bulk TCP flow to 10.77.0.3 through it
 #   loss:PERCENT[:SEED] random loss in the middlebox (data direction), no rate limit
@@ -23,7 +25,8 @@
 # usage: scripts/lab-traces.sh OUT_DIR [CHUNK_BYTES] [CHUNKS] [SPEC...]
 # Default grid: every policer (tbf and tc-BPF) at 0.5/1.5/3/10 Mbit/s x 8kb/100kb/1mb/2mb,
 # every bottleneck at the same rates x 8kb/32kb/100kb/1mb queues, alone and with cross
-# traffic, and loss:1 and loss:2 with seeds 1-3; five 2 MB chunks. scripts/lab-validate.sh runs it in lanes.
+# traffic, the shared bucket at 1.5/3/10 Mbit/s x 100kb/1mb, and loss:1 and loss:2 with seeds
+# 1-3; five 2 MB chunks. scripts/lab-validate.sh runs it in lanes.
 # Environment: CC (the server's congestion control, default cubic: Linux's default and the
 # paper's era; this machine's global default is bbr), DELAY (one way, default 50ms: RTT 100 ms),
 # SEED (of the loss, default 1),
@@ -45,6 +48,7 @@ if [ ${#SPECS[@]} -eq 0 ]; then
         for b in 8kb 100kb 1mb 2mb; do SPECS+=("policer:$r:$b" "bpf:$r:$b"); done
         for q in 8kb 32kb 100kb 1mb; do SPECS+=("droptail:$r:$q" "cross:$r:$q"); done
     done
+    for r in 1.5mbit 3mbit 10mbit; do for b in 100kb 1mb; do SPECS+=("shared:$r:$b"); done; done
     for p in 1 2; do for s in 1 2 3; do SPECS+=("loss:$p:$s"); done; done
 fi
 [ "$(id -u)" -eq 0 ] || { echo "lab-traces: needs root for network namespaces" >&2; exit 1; }
@@ -149,7 +153,7 @@ for spec in "${SPECS[@]}"; do
     loss=0; seed=$SEED
     case "$kind" in
         policer) tc -n "$M" qdisc add dev "${P}d" root tbf rate "$rate" burst "$(bytes "$size")" limit 1514 ;;
-        bpf)
+        bpf|shared)
             printf 'kind = "token_bucket"\nrate = "%s"\nburst = %s\n' "$rate" "$(bytes "$size")" >"$TMP/bucket.toml"
             "$RATEKIT" tc attach --netns "$M" --dev "${P}d" --egress --config "$TMP/bucket.toml" >/dev/null
             BPF_ON=1 ;;
@@ -175,8 +179,14 @@ for spec in "${SPECS[@]}"; do
         sleep 2 # the cross flow is past slow start when the measured one begins
     fi
     start=$(date +%s)
-    timeout "$CASE_TIMEOUT" ip netns exec "$C" python3 -c "$CLIENT" "$CHUNK" "$CHUNKS" "$CA" \
-        || echo "lab-traces: $spec: client failed or timed out after $CASE_TIMEOUT s" >&2
+    clients=()
+    for ((k = 0; k < $([ "$kind" = shared ] && echo 3 || echo 1); k++)); do
+        timeout "$CASE_TIMEOUT" ip netns exec "$C" python3 -c "$CLIENT" "$CHUNK" "$CHUNKS" "$CA" & clients+=($!); PIDS+=($!)
+        sleep 0.3 # staggered, so the connections' chunks overlap without starting in lockstep
+    done
+    for pid in "${clients[@]}"; do
+        wait "$pid" || echo "lab-traces: $spec: client failed or timed out after $CASE_TIMEOUT s" >&2
+    done
     [ -n "$cross_pid" ] && { kill "$cross_pid" 2>/dev/null || true; wait "$cross_pid" 2>/dev/null || true; }
     sleep 0.5
     kill "$dump" "$mbox"; wait "$dump" "$mbox" 2>/dev/null || true

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The detector's lab validation in one command (issue 6 item 4): the full grid of
 # scripts/lab-traces.sh (tbf and tc-BPF policers, htb+bfifo bottlenecks alone and with cross
-# traffic, random loss; five 2 MB chunks, 100 ms RTT through ratekit's middlebox), split into
-# JOBS lanes that run at once (each lane its own namespaces), then `ratekit detect` over all
-# traces and scripts/lab-table.py for the accuracy tables.
+# traffic, a bucket shared by three connections, random loss; five 2 MB chunks, 100 ms RTT
+# through ratekit's middlebox), split into JOBS lanes that run at once (each lane its own
+# namespaces), then `ratekit detect` over all traces and scripts/lab-table.py for the tables.
 #
 # usage: scripts/lab-validate.sh OUT_DIR [SPEC...]     (as root; no SPEC: the default grid)
 # Environment: JOBS (lanes, default 4), CHUNK_BYTES (2000000), CHUNKS (5), and whatever
@@ -23,6 +23,7 @@ if [ ${#SPECS[@]} -eq 0 ]; then
         for b in 8kb 100kb 1mb 2mb; do SPECS+=("policer:$r:$b" "bpf:$r:$b"); done
         for q in 8kb 32kb 100kb 1mb; do SPECS+=("droptail:$r:$q" "cross:$r:$q"); done
     done
+    for r in 1.5mbit 3mbit 10mbit; do for b in 100kb 1mb; do SPECS+=("shared:$r:$b"); done; done
     for p in 1 2; do for s in 1 2 3; do SPECS+=("loss:$p:$s"); done; done
 fi
 if [ -z "${RATEKIT:-}" ]; then
