@@ -2,8 +2,9 @@
 //! measures per window and writes the time series and the summary.
 //!
 //! Topology per flow: sender → NIC link (host_rate) → the aggregate's enforcement point (random
-//! loss, policer) → the aggregate's link (link_rate; drop-tail, or the queueing enforcer) →
-//! optional secondary bottleneck → forward pipe (RTT/2) → receiver; ACKs: reverse pipe (RTT/2)
+//! loss, policer) → the aggregate's link (link_rate; drop-tail, or the queueing enforcer) → the
+//! enforcement points and links of the aggregates named in its `via`, in order → optional
+//! secondary bottleneck → forward pipe (RTT/2) → receiver; ACKs: reverse pipe (RTT/2)
 //! → sender. Zero-delay hops are function calls in FIFO order; only timers and transmissions
 //! are events.
 
@@ -79,7 +80,6 @@ struct FlowMeta {
     /// When the application stops offering data (u64::MAX: never).
     stop_ns: u64,
 }
-
 
 /// A flow's routes before the `via` hops are known: its data route, where the `via` hops go in
 /// it, the `via` aggregate ids, and its ACK route.
@@ -209,7 +209,7 @@ impl World {
                 data_route.extend([fwd, receiver]);
                 plans.push((data_route, 3, &f.via, [rev, sender]));
                 starts.push((sender, start_ns));
-                ctx.flow_keys.push((mix(0xF10F, fid as u64), f.class, f.customer.map_or(a.id, |c| c) as u64));
+                ctx.flow_keys.push((mix(0xF10F, fid as u64), f.class, f.customer.unwrap_or(a.id) as u64));
                 ctx.enf.flow_agg.push(a.id);
                 ctx.enf.flows.push(FlowEnf::default());
                 flows.push(FlowMeta {
