@@ -249,12 +249,19 @@ macro_rules! with_policer {
     };
 }
 
+/// Arrivals per shaper wake-up: a batching data plane (32, enqueue and dequeue timed apart,
+/// the clock read twice per batch), and a shaper that wakes on every arrival as a per-packet
+/// timer would (1; enqueue + dequeue timed together over the whole pass, as the policers are).
+const SHAPER_BATCHES: [usize; 2] = [32, 1];
+
 /// The 16-queue DRR shaper of every aggregate on one timing wheel (`ShaperSet`), driven as a
 /// data plane would: each batch of arrivals is enqueued, then everything due by the batch's last
-/// arrival is dequeued. Enqueue and dequeue are timed separately, per batch, so the clock is
-/// read once per `BATCH` packets.
-fn time_shaper(cfg: &ShaperConfig, arr: &[(Instant, Packet)], warmup_laps: u64) -> anyhow::Result<ShaperCell> {
+/// arrival is dequeued.
+fn time_shaper(cfg: &ShaperConfig, arr: &[(Instant, Packet)], warmup_laps: u64, batch: usize) -> anyhow::Result<ShaperCell> {
     const BATCH: usize = 32;
+    if batch == 1 {
+        return time_shaper_per_arrival(cfg, arr, warmup_laps);
+    }
     let mut set = ShaperSet::new(cfg)?;
     let mut drops = Vec::with_capacity(BATCH);
     let lap = lap_ns(arr);
@@ -293,6 +300,41 @@ fn time_shaper(cfg: &ShaperConfig, arr: &[(Instant, Packet)], warmup_laps: u64) 
         enqueue_ns: enq.as_nanos() as f64 / arr.len() as f64,
         dequeue_ns: deq.as_nanos() as f64 / sent.max(1) as f64,
         per_arrival_ns: (enq + deq).as_nanos() as f64 / arr.len() as f64,
+        sent: sent as f64 / arr.len() as f64,
+        dropped: dropped as f64 / arr.len() as f64,
+    })
+}
+
+/// The shaper woken after every arrival: dequeue everything due at that arrival's time.
+fn time_shaper_per_arrival(cfg: &ShaperConfig, arr: &[(Instant, Packet)], warmup_laps: u64) -> anyhow::Result<ShaperCell> {
+    let mut set = ShaperSet::new(cfg)?;
+    let mut drops = Vec::with_capacity(4);
+    let lap = lap_ns(arr);
+    let pass = |set: &mut ShaperSet, offset: u64, drops: &mut Vec<_>| {
+        let (mut sent, mut dropped) = (0u64, 0u64);
+        for (t, pkt) in arr {
+            let now = Instant(t.0 + offset);
+            set.enqueue(now, *black_box(pkt), drops);
+            while let Some(p) = set.dequeue(now, drops) {
+                black_box(p);
+                sent += 1;
+            }
+            dropped += drops.len() as u64;
+            drops.clear();
+        }
+        (sent, dropped)
+    };
+    for l in 0..warmup_laps {
+        pass(&mut set, l * lap, &mut drops);
+    }
+    let start = std::time::Instant::now();
+    let (sent, dropped) = pass(&mut set, warmup_laps * lap, &mut drops);
+    let ns = start.elapsed().as_nanos() as f64 / arr.len() as f64;
+    black_box(&set);
+    Ok(ShaperCell {
+        enqueue_ns: f64::NAN,
+        dequeue_ns: f64::NAN,
+        per_arrival_ns: ns,
         sent: sent as f64 / arr.len() as f64,
         dropped: dropped as f64 / arr.len() as f64,
     })
@@ -359,12 +401,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let progress = indicatif::ProgressBar::with_draw_target(Some(total_steps), indicatif::ProgressDrawTarget::stderr());
     let rate = Rate::from_bits_per_sec(10_000_000);
     let mut cells: Vec<Vec<Cell>> = Vec::new();
-    let mut shaper_cells: Vec<(u32, ShaperCell)> = Vec::new();
+    let mut shaper_cells: Vec<(u32, usize, ShaperCell)> = Vec::new();
     for &n in &plan.aggregates {
         let arr = arrivals(args.seed, n, plan.packets, rate);
         let mut samples: Vec<Vec<(f64, f64)>> = vec![Vec::new(); configs.len()];
         let mut skipped: Vec<Option<String>> = vec![None; configs.len()];
-        let mut shaper_samples: Vec<ShaperCell> = Vec::new();
+        let mut shaper_samples: Vec<Vec<ShaperCell>> = vec![Vec::new(); SHAPER_BATCHES.len()];
         for (i, per) in per_aggregate.iter().enumerate() {
             let need = per * n as u64;
             if need > MEMORY_BUDGET_BYTES {
@@ -382,20 +424,26 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 progress.inc(1);
             }
             if with_shaper && plan.shaper_aggregates.contains(&n) {
-                shaper_samples.push(time_shaper(&shaper_cfg, &arr, plan.warmup_laps)?);
+                for (b, &batch) in SHAPER_BATCHES.iter().enumerate() {
+                    shaper_samples[b].push(time_shaper(&shaper_cfg, &arr, plan.warmup_laps, batch)?);
+                }
             }
             progress.inc(1);
         }
-        if !shaper_samples.is_empty() {
-            let m = |f: fn(&ShaperCell) -> f64| median(shaper_samples.iter().map(f).collect());
+        for (samples, &batch) in shaper_samples.iter().zip(&SHAPER_BATCHES) {
+            if samples.is_empty() {
+                continue;
+            }
+            let m = |f: fn(&ShaperCell) -> f64| median(samples.iter().map(f).collect());
             shaper_cells.push((
                 n,
+                batch,
                 ShaperCell {
                     enqueue_ns: m(|c| c.enqueue_ns),
                     dequeue_ns: m(|c| c.dequeue_ns),
                     per_arrival_ns: m(|c| c.per_arrival_ns),
-                    sent: shaper_samples[0].sent,
-                    dropped: shaper_samples[0].dropped,
+                    sent: samples[0].sent,
+                    dropped: samples[0].dropped,
                 },
             ));
         }
@@ -492,7 +540,7 @@ fn render(args: &Args, plan: &Plan, contenders: &[Contender], per_aggregate: &[u
 }
 
 /// The shaper's table, with its cost against BC-PQP (fair) at the same aggregate count.
-fn render_shaper(s: &mut String, plan: &Plan, contenders: &[Contender], cells: &[Vec<Cell>], shaper: &[(u32, ShaperCell)]) {
+fn render_shaper(s: &mut String, plan: &Plan, contenders: &[Contender], cells: &[Vec<Cell>], shaper: &[(u32, usize, ShaperCell)]) {
     if shaper.is_empty() {
         return;
     }
@@ -500,11 +548,13 @@ fn render_shaper(s: &mut String, plan: &Plan, contenders: &[Contender], cells: &
     let _ = writeln!(
         s,
         "\nShaper: 16-queue DRR per aggregate, all aggregates on one hashed timing wheel (ShaperSet), same arrivals; \
-         enqueue ns per arrival, dequeue ns per packet sent, total (enqueue + dequeue) ns per arrival.\n"
+         woken after every 32 arrivals (enqueue ns per arrival and dequeue ns per packet sent, timed apart) or after \
+         every arrival (timed together); total (enqueue + dequeue) ns per arrival.\n"
     );
-    let _ = writeln!(s, "| aggregates | enqueue | dequeue | total per arrival | × bcpqp_fair | sent | dropped |");
-    let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|");
-    for (n, c) in shaper {
+    let _ = writeln!(s, "| aggregates | wakes every | enqueue | dequeue | total per arrival | × bcpqp_fair | sent | dropped |");
+    let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let ns = |x: f64| if x.is_nan() { "-".to_string() } else { format!("{x:.1}") };
+    for (n, batch, c) in shaper {
         let col = plan.aggregates.iter().position(|a| a == n);
         let ratio = match (col, bcpqp) {
             (Some(col), Some(b)) => match &cells[col][b] {
@@ -515,10 +565,10 @@ fn render_shaper(s: &mut String, plan: &Plan, contenders: &[Contender], cells: &
         };
         let _ = writeln!(
             s,
-            "| {} | {:.1} | {:.1} | {:.1} | {ratio} | {:.0}% | {:.0}% |",
+            "| {} | {batch} | {} | {} | {:.1} | {ratio} | {:.0}% | {:.0}% |",
             fmt_count(*n),
-            c.enqueue_ns,
-            c.dequeue_ns,
+            ns(c.enqueue_ns),
+            ns(c.dequeue_ns),
             c.per_arrival_ns,
             100.0 * c.sent,
             100.0 * c.dropped

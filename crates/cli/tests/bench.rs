@@ -35,17 +35,21 @@ fn quick_bench_writes_a_sane_table() {
     }
     let base = table.lines().find(|l| l.starts_with("| token_bucket |")).unwrap();
     assert!(base.contains("(1.00×)"), "{base}");
-    // The shaper's table: enqueue and dequeue costs at 1 and 10k aggregates.
+    // The shaper's table at 1 and 10k aggregates: woken every 32 arrivals (enqueue and dequeue
+    // timed apart) and on every arrival (their total only).
     for n in ["1", "10k"] {
-        let row = table
-            .lines()
-            .find(|l| l.starts_with(&format!("| {n} |")))
-            .unwrap_or_else(|| panic!("no shaper row for {n}: {table}"));
-        let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
-        assert_eq!(cells.len(), 7, "{row}");
-        for c in &cells[1..4] {
-            assert!(c.parse::<f64>().unwrap() > 0.0, "{row}");
+        for (batch, timed_apart) in [("32", true), ("1", false)] {
+            let row = table
+                .lines()
+                .find(|l| l.starts_with(&format!("| {n} | {batch} |")))
+                .unwrap_or_else(|| panic!("no shaper row for {n} aggregates, batch {batch}: {table}"));
+            let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+            assert_eq!(cells.len(), 8, "{row}");
+            for c in &cells[2..4] {
+                assert_eq!(c.parse::<f64>().map(|x| x > 0.0).unwrap_or(false), timed_apart, "{row}");
+            }
+            assert!(cells[4].parse::<f64>().unwrap() > 0.0, "{row}");
+            assert!(cells[5].ends_with('×'), "{row}");
         }
-        assert!(cells[4].ends_with('×'), "{row}");
     }
 }
