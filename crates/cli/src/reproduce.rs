@@ -168,3 +168,55 @@ fn simulate(r: &ratekit_sim::Resolved) -> anyhow::Result<RunResult> {
         sketch: None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reproduce_spec::Selector;
+
+    /// Two random (LogNormal) UDP sources of 5 Mbit/s each, classes 0 and 1, into a 5 Mbit/s
+    /// tbf-style FIFO of 50 KB: half of each class is dropped and every sent packet waits
+    /// ≈ 50 KB / 5 Mbit/s = 82 ms. (Two CBR sources would phase-lock: one class always first.)
+    #[test]
+    fn class_and_wire_metrics_from_a_hand_worked_overload() {
+        let text = r#"
+duration = "6s"
+seed = 3
+[measure]
+warmup = "2s"
+[enforcer]
+kind = "fifo"
+rate = "5mbit"
+burst = "3kb"
+limit = "50kb"
+[[aggregates]]
+link_rate = "1gbit"
+flows = [
+  { rtt = "10ms", class = 0, app = { kind = "lognormal", rate = "5mbit", sigma = 0.5, packet = 1500 } },
+  { rtt = "10ms", class = 1, app = { kind = "lognormal", rate = "5mbit", sigma = 0.5, packet = 1500 } },
+]
+"#;
+        let r = simulate(&ratekit_sim::parse(text, "test").unwrap()).unwrap();
+        let v = |m: &str, class: u16, over: Option<u16>| {
+            let sel = Selector { class: Some(class), ..Selector::default() };
+            let over = over.map(|c| Selector { class: Some(c), ..Selector::default() });
+            r.value(Metric::parse(m).unwrap(), &sel, over.as_ref(), Span::default())
+        };
+        for class in [0, 1] {
+            let loss = v("class_loss", class, None);
+            assert!((0.45..0.55).contains(&loss), "class {class} loss {loss}");
+            let delay = v("delay_mean", class, None);
+            assert!((75.0..90.0).contains(&delay), "class {class} delay {delay} ms");
+            assert!(v("delay_p99", class, None) <= v("delay_p100", class, None));
+        }
+        let ratio = v("class_loss", 1, Some(0));
+        assert!((0.9..1.1).contains(&ratio), "loss ratio {ratio}");
+        // The FIFO sends at its rate: the arriving UDP payload is (1500 − 28)/1500 of it.
+        let wire = r.value(Metric::parse("wire_mean").unwrap(), &Selector::default(), None, Span::default());
+        assert!((0.95..1.0).contains(&wire), "wire {wire}");
+        assert_eq!(r.value(Metric::parse("wire_burst_p100").unwrap(), &Selector::default(), None, Span::default()), 0.0);
+        // The 1 Gbit/s link carries the FIFO's 5 Mbit/s.
+        let u = r.value(Metric::parse("utilization").unwrap(), &Selector::default(), None, Span::default());
+        assert!((0.0045..0.0055).contains(&u), "utilisation {u}");
+    }
+}

@@ -72,6 +72,12 @@ pub enum Metric {
     /// Latest / earliest completion time of the selected finite flows (an unfinished flow
     /// counts as finishing at the end of the run, so the figure is then a lower bound).
     FctSpread,
+    /// Mean completion time (s) of the selected finite flows; an unfinished one counts as
+    /// finishing at the end of the run (the figure is then a lower bound).
+    FctMean,
+    /// Mean over the selected aggregates of their link's utilisation (summary.json's
+    /// `link_utilization`).
+    Utilization,
     /// Sojourn (ms) at the enforcer of the selected class (`select.class`, default 0) and
     /// aggregates, after the warm-up: `delay_mean`, `delay_p50`, `delay_p95`, `delay_p99`,
     /// `delay_p100` (the maximum). A percentile needs exactly one matching (aggregate, class).
@@ -113,6 +119,8 @@ impl Metric {
             "goodput" => Metric::Goodput,
             "ratio" => Metric::Ratio,
             "fct_spread" => Metric::FctSpread,
+            "fct_mean" => Metric::FctMean,
+            "utilization" => Metric::Utilization,
             _ => match s.split_once('_') {
                 Some(("throughput", r)) => Metric::Throughput(stat(r)?),
                 Some(("burst", r)) => Metric::Burst(stat(r)?),
@@ -126,7 +134,7 @@ impl Metric {
                     st => Metric::Delay(st),
                 },
                 _ => bail!(
-                    "unknown metric '{s}' (throughput_STAT, burst_STAT, wire_STAT, wire_burst_STAT, jain_STAT, unfairness_STAT, flow_unfairness, udp_loss, drop_rate, share, goodput, ratio, fct_spread, delay_STAT, class_loss, sketch_error_STAT, sketch_misestimation)"
+                    "unknown metric '{s}' (throughput_STAT, burst_STAT, wire_STAT, wire_burst_STAT, jain_STAT, unfairness_STAT, flow_unfairness, udp_loss, drop_rate, share, goodput, ratio, fct_spread, fct_mean, utilization, delay_STAT, class_loss, sketch_error_STAT, sketch_misestimation)"
                 ),
             },
         })
@@ -366,6 +374,31 @@ impl RunResult {
             }
             Metric::SketchError(stat) => self.sketch.as_ref().map_or(f64::NAN, |s| apply_stat(stat, s.errors.clone())),
             Metric::SketchMisestimation => self.sketch.as_ref().map_or(f64::NAN, |s| s.misestimated_fraction),
+            Metric::FctMean => {
+                let fcts: Vec<f64> = (0..self.summary.flows.len())
+                    .filter(|&i| self.flow_matches(i, sel) && self.summary.flows[i].completed.is_some())
+                    .map(|i| self.summary.flows[i].fct_s.unwrap_or(self.summary.simulated_s))
+                    .collect();
+                if fcts.is_empty() {
+                    f64::NAN
+                } else {
+                    metrics::mean(&fcts)
+                }
+            }
+            Metric::Utilization => {
+                let us: Vec<f64> = self
+                    .summary
+                    .aggregates
+                    .iter()
+                    .filter(|a| self.agg_matches(a.id as usize, sel))
+                    .map(|a| a.link_utilization)
+                    .collect();
+                if us.is_empty() {
+                    f64::NAN
+                } else {
+                    metrics::mean(&us)
+                }
+            }
             Metric::FctSpread => {
                 let fcts: Vec<f64> = (0..self.summary.flows.len())
                     .filter(|&i| self.flow_matches(i, sel) && self.summary.flows[i].completed.is_some())
