@@ -2,7 +2,8 @@
 """Draws the figures of `ratekit reproduce` (docs/reproduce.md).
 
 Usage: report.py FIGURES_DIR. Every FIGURES_DIR/*.json written by ratekit (file, title, kind
-"cdf" or "lines", xlabel, ylabel, series of {label, x, y}) becomes FILE.png and FILE.svg.
+"cdf" or "lines", xlabel, ylabel, series of {label, x, y}, log_x, log_y) becomes FILE.png and
+FILE.svg.
 ratekit runs this script itself (it is built into the binary); running it by hand redraws.
 Exits non-zero with a one-line reason when matplotlib is missing.
 """
@@ -38,6 +39,13 @@ def draw(path):
     plt.title(fig["title"], fontsize=10)
     plt.xlabel(fig["xlabel"])
     plt.ylabel(fig["ylabel"])
+    if fig.get("log_x"):
+        plt.xscale("log", base=2)
+    if fig.get("log_y"):
+        positive = [y for s in fig["series"] for y in s["y"] if y and y > 0]
+        plt.yscale("symlog", linthresh=min(positive) if positive else 1.0)
+        if all(y >= 0 for s in fig["series"] for y in s["y"]):
+            plt.ylim(bottom=0)
     plt.grid(alpha=0.3)
     if any(s["label"] for s in fig["series"]):
         plt.legend(fontsize=7)

@@ -75,6 +75,8 @@ pub struct Figure {
     pub xlabel: String,
     pub ylabel: String,
     pub series: Vec<Series>,
+    pub log_x: bool,
+    pub log_y: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -175,7 +177,7 @@ fn figure(file: String, spec: &FigureSpec, runs: &[(&Job, &RunResult)]) -> Figur
                 CdfData::Throughput => "aggregate throughput / rate (250 ms windows)",
                 CdfData::Jain => "Jain's index per window and aggregate",
             };
-            Figure { file, title: title.clone(), kind: "cdf", xlabel: xlabel.into(), ylabel: "CDF".into(), series }
+            Figure { file, title: title.clone(), kind: "cdf", xlabel: xlabel.into(), ylabel: "CDF".into(), series, log_x: false, log_y: false }
         }
         FigureSpec::Timeseries { title, run, select } => {
             let (_, r) = runs.iter().find(|(j, _)| &j.label == run).expect("labels checked on load");
@@ -192,9 +194,18 @@ fn figure(file: String, spec: &FigureSpec, runs: &[(&Job, &RunResult)]) -> Figur
                     }
                 })
                 .collect();
-            Figure { file, title: title.clone(), kind: "lines", xlabel: "time (s)".into(), ylabel: "goodput (Mbit/s)".into(), series }
+            Figure {
+                file,
+                title: title.clone(),
+                kind: "lines",
+                xlabel: "time (s)".into(),
+                ylabel: "goodput (Mbit/s)".into(),
+                series,
+                log_x: false,
+                log_y: false,
+            }
         }
-        FigureSpec::Metric { title, metric, xlabel, select, over, groups } => {
+        FigureSpec::Metric { title, metric, xlabel, select, over, groups, log_x, log_y } => {
             let m = Metric::parse(metric).expect("checked on load");
             let series = groups
                 .iter()
@@ -208,7 +219,7 @@ fn figure(file: String, spec: &FigureSpec, runs: &[(&Job, &RunResult)]) -> Figur
                     Series { label: g.clone(), x: pts.iter().map(|p| p.0).collect(), y: pts.iter().map(|p| p.1).collect() }
                 })
                 .collect();
-            Figure { file, title: title.clone(), kind: "lines", xlabel: xlabel.clone(), ylabel: metric.clone(), series }
+            Figure { file, title: title.clone(), kind: "lines", xlabel: xlabel.clone(), ylabel: metric.clone(), series, log_x: *log_x, log_y: *log_y }
         }
     }
 }

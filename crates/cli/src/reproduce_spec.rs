@@ -186,6 +186,12 @@ pub enum FigureSpec {
         over: Option<Selector>,
         /// Runs whose label starts with one of these prefixes, one line per prefix.
         groups: Vec<String>,
+        /// Logarithmic x axis (base 2).
+        #[serde(default)]
+        log_x: bool,
+        /// Symmetric-log y axis, linear below the smallest positive value (zeros stay visible).
+        #[serde(default)]
+        log_y: bool,
     },
 }
 
