@@ -160,16 +160,14 @@ impl Cubic {
         if self.delay_min_ns == 0 || self.delay_min_ns > delay {
             self.delay_min_ns = delay;
         }
-        if !self.found && c.cwnd < c.ssthresh && c.cwnd >= HYSTART_LOW_WINDOW {
-            if self.hystart_update(c, delay) {
-                c.ssthresh = c.cwnd;
-            }
+        if !self.found && c.cwnd < c.ssthresh && c.cwnd >= HYSTART_LOW_WINDOW && self.hystart_update(c, delay) {
+            c.ssthresh = c.cwnd;
         }
     }
 
     /// HyStart (Ha & Rhee 2011) as in `hystart_update`: leave slow start when ACKs of a round
-    /// keep arriving densely beyond half the min RTT (the whole min RTT when paced: ack train), or when the round's min RTT
-    /// exceeds the path's by clamp(min_rtt/8, 4 ms, 16 ms).
+    /// keep arriving densely beyond half the min RTT (the whole min RTT when paced: ack train),
+    /// or when the round's min RTT exceeds the path's by clamp(min_rtt/8, 4 ms, 16 ms).
     fn hystart_update(&mut self, c: &Conn, delay: u64) -> bool {
         if c.snd_una > self.end_seq {
             self.hystart_reset(c);
