@@ -415,9 +415,10 @@ mod tests {
     #[test]
     fn memory_per_aggregate_is_small() {
         // 16 flat queues: 8 B occupancy + 2 B active slot + 32 B burst state per queue, one
-        // 24 B inner node, and the structs: 864 B, so 1,000,000 aggregates ≈ 0.9 GB.
+        // 24 B inner node, and the structs (≈ 200 B): 872 B, so 1,000,000 aggregates ≈ 0.9 GB
+        // before the container's slot.
         let b = BcPqp::new(&cfg("queues = 16"));
-        assert!(b.memory_bytes() <= 900, "{} bytes", b.memory_bytes());
+        assert!((800..=900).contains(&b.memory_bytes()), "{} bytes", b.memory_bytes());
         let b2 = b.clone();
         assert!(Arc::ptr_eq(b.params().0, b2.params().0), "clones share the parameters");
     }
