@@ -799,8 +799,6 @@ impl TcpReceiver {
 mod tests {
     use super::*;
     use crate::cc::CcKind;
-    use crate::engine::EventList;
-    use crate::packet::Pool;
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
 
@@ -819,7 +817,7 @@ mod tests {
     /// One flow over a FIFO bottleneck of `rate_bps` with an unbounded queue and `rtt_ns` of
     /// propagation; `drop_seq` is lost once, so that the flow leaves slow start.
     fn run_flow(cc: CcKind, pacing: bool, rate_bps: f64, rtt_ns: u64, drop_seq: Option<u32>, until_ns: u64) -> Vec<Send> {
-        let mut ctx = Ctx { ev: EventList::default(), pool: Pool::default(), out: Vec::new(), aggs: Vec::new(), flow_keys: Vec::new(), enf: Default::default() };
+        let mut ctx = Ctx::default();
         let mut tx = TcpSender::new(SENDER, 0, Cc::new(cc, 1), App::Backlogged);
         tx.set_pacing(pacing);
         let mut rx = TcpReceiver::new(RECEIVER, 0, None);

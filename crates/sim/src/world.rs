@@ -35,6 +35,7 @@ pub struct AggCounters {
 }
 
 /// What every component may touch while handling an event.
+#[derive(Default)]
 pub struct Ctx {
     pub ev: EventList,
     pub pool: Pool,
