@@ -48,12 +48,19 @@ pub enum AppConfig {
         packet: Bytes,
     },
     /// UDP with LogNormal inter-arrival times of mean packet/rate and log-space σ (default 1).
+    /// A fraction `class_fraction` of the datagrams, drawn independently per datagram, carries
+    /// `other_class` instead of the flow's class: one stream whose classes share its bursts, as
+    /// 004 §V-A3a labels packets ABE at random.
     Lognormal {
         rate: Rate,
         #[serde(default = "default_sigma")]
         sigma: f64,
         #[serde(default = "default_datagram")]
         packet: Bytes,
+        #[serde(default)]
+        class_fraction: f64,
+        #[serde(default)]
+        other_class: u16,
     },
 }
 
@@ -75,6 +82,14 @@ impl AppConfig {
         matches!(self, AppConfig::Cbr { .. } | AppConfig::Lognormal { .. })
     }
 
+    /// (fraction, class) of the datagrams labelled with another class than the flow's, if any.
+    pub fn class_fraction(&self) -> Option<(f64, u16)> {
+        match *self {
+            AppConfig::Lognormal { class_fraction, other_class, .. } if class_fraction > 0.0 => Some((class_fraction, other_class)),
+            _ => None,
+        }
+    }
+
     pub fn is_finite(&self) -> bool {
         matches!(self, AppConfig::Finite { .. })
     }
@@ -84,6 +99,9 @@ impl AppConfig {
             AppConfig::OnOff { shape, .. } if *shape <= 1.0 => Err("shape: a Pareto shape must be > 1".into()),
             AppConfig::Lognormal { sigma, .. } if !(*sigma >= 0.0 && sigma.is_finite()) => {
                 Err("sigma: must be a finite number ≥ 0".into())
+            }
+            AppConfig::Lognormal { class_fraction, .. } if !(0.0..=1.0).contains(class_fraction) => {
+                Err("class_fraction: must be a fraction in [0, 1]".into())
             }
             AppConfig::Cbr { packet, .. } | AppConfig::Lognormal { packet, .. } if packet.0 < 28 || packet.0 > 65535 => {
                 Err("packet: a datagram is 28..65535 bytes".into())
@@ -108,7 +126,8 @@ pub fn sample(dist: Dist, mean: f64, shape: f64, rng: &mut ChaCha8Rng) -> f64 {
 pub enum App {
     Backlogged,
     Finite { segments: u32, last_payload: u32 },
-    OnOff { rng: ChaCha8Rng, mean_size: f64, mean_gap_ns: f64, size_dist: Dist, gap_dist: Dist, shape: f64, available: u32, next_start: Option<u64> },
+    /// The generator is boxed: it is most of the variant's size, and `App` sits in every sender.
+    OnOff { rng: Box<ChaCha8Rng>, mean_size: f64, mean_gap_ns: f64, size_dist: Dist, gap_dist: Dist, shape: f64, available: u32, next_start: Option<u64> },
     /// `inner` until `stop_ns`, then nothing beyond what TCP has already sent (`limit`, frozen
     /// at the first poll at or after the stop). TCP asks a segment's payload exactly when it
     /// emits it, so the highest segment asked for + 1 is its snd_nxt (`sent`). The sender polls
@@ -134,7 +153,7 @@ impl App {
                 App::Finite { segments, last_payload }
             }
             AppConfig::OnOff { mean_size, mean_gap, size_dist, gap_dist, shape } => App::OnOff {
-                rng,
+                rng: Box::new(rng),
                 mean_size: mean_size.0 as f64,
                 mean_gap_ns: mean_gap.0 as f64,
                 size_dist,
@@ -237,17 +256,22 @@ pub struct UdpSource {
     pub sent: u64,
     /// No datagram is sent at or after this.
     stop_ns: u64,
+    /// (flow id, probability): datagrams sent under this flow id, which the world gives the
+    /// other class and the same key, customer and route as `flow`.
+    relabel: Option<(u32, f64)>,
 }
 
 impl UdpSource {
-    pub fn new(id: ComponentId, flow: u32, cfg: &AppConfig, rng: ChaCha8Rng, stop_ns: Option<u64>) -> Self {
+    /// `relabel_flow`: the flow id for datagrams of `cfg`'s other class (given iff it has one).
+    pub fn new(id: ComponentId, flow: u32, cfg: &AppConfig, rng: ChaCha8Rng, stop_ns: Option<u64>, relabel_flow: Option<u32>) -> Self {
         let (rate, packet, sigma) = match *cfg {
             AppConfig::Cbr { rate, packet } => (rate, packet, None),
-            AppConfig::Lognormal { rate, sigma, packet } => (rate, packet, Some(sigma)),
+            AppConfig::Lognormal { rate, sigma, packet, .. } => (rate, packet, Some(sigma)),
             _ => unreachable!("UdpSource built for a TCP app"),
         };
+        let relabel = relabel_flow.zip(cfg.class_fraction()).map(|(f, (p, _))| (f, p));
         let mean_gap_ns = packet.0 as f64 * 1e9 / rate.0 as f64;
-        UdpSource { id, flow, rng, len: packet.0 as u32, mean_gap_ns, sigma, seq: 0, wake: Wakeup::default(), sent: 0, stop_ns: stop_ns.unwrap_or(u64::MAX) }
+        UdpSource { id, flow, rng, len: packet.0 as u32, mean_gap_ns, sigma, seq: 0, wake: Wakeup::default(), sent: 0, stop_ns: stop_ns.unwrap_or(u64::MAX), relabel }
     }
 
     pub fn schedule_start(&mut self, ctx: &mut Ctx, at: u64) {
@@ -275,7 +299,11 @@ impl UdpSource {
         if !self.wake.fire(now) || now >= self.stop_ns {
             return;
         }
-        ctx.send(Pkt { flow: self.flow, kind: Kind::Udp, seq: self.seq, len: self.len, sack: NO_SACK, ..Pkt::default() });
+        let flow = match self.relabel {
+            Some((other, p)) if self.rng.gen::<f64>() < p => other,
+            _ => self.flow,
+        };
+        ctx.send(Pkt { flow, kind: Kind::Udp, seq: self.seq, len: self.len, sack: NO_SACK, ..Pkt::default() });
         self.seq = self.seq.wrapping_add(1);
         self.sent += 1;
         let t = now + self.next_gap().max(1);

@@ -125,6 +125,9 @@ pub struct World {
     agg_kinds: Vec<&'static str>,
     /// Per flow: payload bytes arrived at the receiver in the current window.
     wire_window: Vec<u64>,
+    /// Per flow id, the scenario flow it belongs to: itself, or for the relabel ids after the
+    /// scenario's flows (a UDP source's `class_fraction` datagrams), the source's flow.
+    owner: Vec<u32>,
 }
 
 fn mix(seed: u64, salt: u64) -> u64 {
@@ -158,6 +161,11 @@ impl World {
         let mut agg_hops = Vec::new();
         // Per flow: (data route without the `via` hops, where they go, `via`), ACK route.
         let mut plans: Vec<RoutePlan> = Vec::new();
+        // Datagrams of a UDP source's other class travel under an extra flow id after the
+        // scenario's flows, with that class and the source's key, customer and route: the
+        // enforcers look the class up by flow id. Per flow: the extra id's plan and keys.
+        let nflows_total: usize = r.aggregates.iter().map(|a| a.flows.len()).sum();
+        let mut relabels: Vec<(RoutePlan, (u64, u16, u64), u32)> = Vec::new();
         for a in &r.aggregates {
             agg_rates_bps.push(a.rate.bits_per_sec() as f64);
             agg_kinds.push(a.enforcer.kind());
@@ -194,7 +202,8 @@ impl World {
                 let receiver = sender + 1;
                 let udp = f.app.is_udp();
                 if udp {
-                    comps.push(Comp::Udp(Box::new(UdpSource::new(sender, fid, &f.app, rng, stop_ns))));
+                    let relabel_flow = f.app.class_fraction().map(|_| (nflows_total + relabels.len()) as u32);
+                    comps.push(Comp::Udp(Box::new(UdpSource::new(sender, fid, &f.app, rng, stop_ns, relabel_flow))));
                     comps.push(Comp::Sink { bytes: 0, window_bytes: 0 });
                 } else {
                     let app = App::new(&f.app, rng, stop_ns);
@@ -208,9 +217,13 @@ impl World {
                 let mut data_route = vec![nic, enf_id, link_id];
                 data_route.extend(secondary);
                 data_route.extend([fwd, receiver]);
+                let keys = (mix(0xF10F, fid as u64), f.class, f.customer.unwrap_or(a.id) as u64);
+                if let Some((_, class)) = f.app.class_fraction().filter(|_| udp) {
+                    relabels.push(((data_route.clone(), 3, &f.via, [rev, sender]), (keys.0, class, keys.2), fid));
+                }
                 plans.push((data_route, 3, &f.via, [rev, sender]));
                 starts.push((sender, start_ns));
-                ctx.flow_keys.push((mix(0xF10F, fid as u64), f.class, f.customer.unwrap_or(a.id) as u64));
+                ctx.flow_keys.push(keys);
                 ctx.enf.flow_agg.push(a.id);
                 ctx.enf.flows.push(FlowEnf::default());
                 flows.push(FlowMeta {
@@ -225,6 +238,16 @@ impl World {
                     stop_ns: stop_ns.unwrap_or(u64::MAX),
                 });
             }
+        }
+        let mut owner: Vec<u32> = (0..flows.len() as u32).collect();
+        for (plan, keys, fid) in relabels {
+            plans.push(plan);
+            ctx.flow_keys.push(keys);
+            // Never its aggregate's: the per-flow enforcer statistics count the source's own
+            // class; the per-class ones count both.
+            ctx.enf.flow_agg.push(u32::MAX);
+            ctx.enf.flows.push(FlowEnf::default());
+            owner.push(fid);
         }
         let mut route_hops = Vec::new();
         let mut route_start = Vec::new();
@@ -243,7 +266,7 @@ impl World {
             }
         }
         let wire_window = vec![0; flows.len()];
-        Ok(World { ctx, comps, flows, route_hops, route_start, agg_rates_bps, agg_kinds, wire_window })
+        Ok(World { ctx, comps, flows, route_hops, route_start, agg_rates_bps, agg_kinds, wire_window, owner })
     }
 
     fn handle(&mut self, target: ComponentId) {
@@ -282,7 +305,7 @@ impl World {
                 Comp::Sink { bytes, window_bytes } => {
                     ctx.pool.release(idx);
                     let payload = p.len.saturating_sub(28) as u64;
-                    self.wire_window[p.flow as usize] += payload;
+                    self.wire_window[self.owner[p.flow as usize] as usize] += payload;
                     *bytes += payload;
                     *window_bytes += payload;
                 }

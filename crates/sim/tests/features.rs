@@ -1,6 +1,7 @@
 //! The simulator's measurement and topology features, each against a result worked out by hand
 //! from constant-rate traffic, so that a wrong implementation fails: statistics at the
-//! enforcement point, flow stop times, pacing, wire-arrival bytes, customers and `via` routes.
+//! enforcement point, flow stop times, pacing, wire-arrival bytes, customers and `via` routes,
+//! a UDP source labelling a fraction of its datagrams with another class.
 
 use ratekit_sim::{RunOptions, Series, Summary};
 
@@ -249,4 +250,40 @@ fn via_routes_a_flow_through_bottlenecks_in_series() {
     assert_eq!((classes(a), classes(b)), (vec![1], vec![1, 2]));
     assert_eq!(s.flows[0].enforcer_arrivals, a.classes[0].arrivals);
     assert!(b.classes[0].arrivals > 0 && b.classes[0].arrivals <= a.classes[0].sent);
+}
+
+/// 100 Mbit/s of 1500-byte LogNormal datagrams (8333/s, 16 667 in 2 s), a quarter labelled
+/// class 1, through a FIFO shaper fast enough to drop nothing: class 1 gets 0.25 of the
+/// arrivals (binomial sd 0.0034), the flow's own statistics count only its class 0, and its
+/// receiver gets both classes' bytes. One stream, so the total is one source's packet count.
+#[test]
+fn class_fraction_labels_a_share_of_one_stream() {
+    let (s, _) = run(r#"
+        duration = "2s"
+        seed = 7
+        [enforcer]
+        kind = "fifo"
+        rate = "1gbit"
+        burst = "1500b"
+        limit = "100mb"
+        [[aggregates]]
+        flows = [{ rtt = "10ms", class = 0, app = { kind = "lognormal", rate = "100mbit", sigma = 1.0, packet = 1500, class_fraction = 0.25, other_class = 1 } }]
+    "#);
+    assert_eq!(s.flows.len(), 1, "the relabelled datagrams are no flow of their own");
+    let a = &s.aggregates[0];
+    let by = |k: u16| a.classes.iter().find(|c| c.class == k).unwrap_or_else(|| panic!("no class {k}: {:?}", a.classes));
+    let (c0, c1) = (by(0), by(1));
+    let total = c0.arrivals + c1.arrivals;
+    assert!((16_000..=17_300).contains(&total), "{total} datagrams (expected ≈ 16 667)");
+    let share = c1.arrivals as f64 / total as f64;
+    assert!((share - 0.25).abs() < 0.015, "class 1 share {share}");
+    assert_eq!(c0.drops + c1.drops, 0);
+    let f = &s.flows[0];
+    assert_eq!(f.enforcer_arrivals, c0.arrivals);
+    // Both classes reach the receiver: all sent datagrams but those still in the 5 ms pipe
+    // at the end (≈ 42 at 8333/s, more in a burst), far fewer than class 1's ≈ 4167.
+    assert_eq!(f.delivered_bytes % 1472, 0);
+    let delivered = f.delivered_bytes / 1472;
+    let sent = c0.sent + c1.sent;
+    assert!(delivered <= sent && delivered + 300 >= sent, "{delivered} of {sent} datagrams delivered");
 }
