@@ -200,6 +200,26 @@ static __always_inline __u64 rk_now(struct __sk_buff *skb, const struct rk_setti
 	return s->test_clock ? skb->tstamp : bpf_ktime_get_ns();
 }
 
+/* A spin lock in a map value, for programs whose critical section calls global functions (which
+ * a held bpf_spin_lock forbids). cmpxchg and fetch-and are full barriers (BPF atomics with
+ * fetch). The holder is a tc program on another CPU with bottom halves off, so it finishes
+ * within microseconds; a caller that still finds it held after RK_LOCK_SPINS tries (possible
+ * only on a preemptible-softirq kernel) gives up and the packet passes, counted untracked. */
+#define RK_LOCK_SPINS 4096
+
+static __always_inline int rk_lock(__u32 *lock)
+{
+	for (int i = 0; i < RK_LOCK_SPINS; i++)
+		if (__sync_val_compare_and_swap(lock, 0, 1) == 0)
+			return 0;
+	return -1;
+}
+
+static __always_inline void rk_unlock(__u32 *lock)
+{
+	__sync_fetch_and_and(lock, 0);
+}
+
 static __always_inline void rk_count(struct rk_stats *st, __u32 len, int reason)
 {
 	if (reason < 0) {

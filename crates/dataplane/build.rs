@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-const PROGRAMS: &[&str] = &["token_bucket"];
+const PROGRAMS: &[&str] = &["token_bucket", "pqp", "bcpqp"];
 
 fn main() {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("../../bpf");
@@ -18,7 +18,7 @@ fn main() {
         let src = root.join(format!("{name}.c"));
         let obj = out.join(format!("{name}.bpf.o"));
         let status = Command::new(&clang)
-            .args(["-O2", "-g", "-target", "bpf", "-Wall", "-Werror", "-Wno-unused-function"])
+            .args(["-O2", "-g", "-target", "bpf", "-mcpu=v3", "-Wall", "-Werror", "-Wno-unused-function"])
             .arg(format!("-I{arch_include}"))
             .arg("-c")
             .arg(&src)

@@ -19,7 +19,12 @@ use std::time::{Duration, Instant};
 fn main() -> anyhow::Result<()> {
     let frame = build_frame("10.0.0.1".parse()?, "10.0.0.2".parse()?, 1000, 80, IPPROTO_TCP, 0, 1500);
     println!("## BPF ns per packet (BPF_PROG_TEST_RUN, 1e6 repeats, median of 5)");
-    for (name, toml) in [("token_bucket", "kind = \"token_bucket\"\nrate = \"20mbit\"\nburst = 50000")] {
+    for (name, toml) in [
+        ("token_bucket", "kind = \"token_bucket\"\nrate = \"20mbit\"\nburst = 50000"),
+        ("pqp (16 queues, fair)", "kind = \"pqp\"\nrate = \"20mbit\"\nqueue_size = \"580kb\""),
+        ("bcpqp (16 queues, fair)", "kind = \"bcpqp\"\nrate = \"20mbit\"\nqueue_size = \"5800kb\""),
+        ("bcpqp (4 queues, priority(0, weighted(1:1, 2:2), 3))", "kind = \"bcpqp\"\nrate = \"20mbit\"\nqueues = 4\nqueue_size = \"5800kb\"\npolicy = \"priority(0, weighted(1:1, 2:2), 3)\""),
+    ] {
         let cfg = EnforcerConfig::from_toml(toml)?;
         let p = BpfPolicer::load(&cfg, &LoadOptions::default())?;
         let mut runs: Vec<f64> = (0..5).map(|_| p.time_run(&frame, 1_000_000).map(|d| d.as_nanos() as f64)).collect::<Result<_, _>>()?;

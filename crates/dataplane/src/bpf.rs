@@ -6,13 +6,15 @@
 //! netlink code (`TcHook`); and it loads the objects with libbpf itself, so map pinning and
 //! `bpf_spin_lock` values in BTF-defined maps behave exactly as every C user of libbpf sees them.
 
-use crate::maps::{AggKey, Settings, Stats, TbParams};
+use crate::maps::{AggKey, PqNode, PqParams, Settings, Stats, TbParams, PQ_INNER, PQ_LEAF, PQ_NODES, PQ_PRIORITY, PQ_QUEUES, PQ_SHARE, PQ_SLOTS};
 use libbpf_rs::{MapCore, MapFlags, Object, ObjectBuilder, ProgramInput};
 use ratekit_core::{DropReason, EnforcerConfig, Verdict};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 const TOKEN_BUCKET_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/token_bucket.bpf.o"));
+const PQP_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/pqp.bpf.o"));
+const BCPQP_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/bcpqp.bpf.o"));
 
 /// Offset of `tstamp` in `struct __sk_buff` (linux/bpf.h, stable UAPI), and the struct's size.
 const SKB_TSTAMP_OFFSET: usize = 152;
@@ -36,6 +38,8 @@ pub enum BpfError {
     NoSuchInterface(String),
     #[error("{what}: {source}")]
     Kernel { what: String, source: libbpf_rs::Error },
+    #[error("{0}: the tc-BPF PQP/BC-PQP hold at most 16 queues and 8 inner policy nodes, nest at most one level below the root, and need rate × window × largest weight < 2^64 nano-bytes; use the middlebox for larger trees")]
+    OutOfBounds(String),
     #[error("config: {0}")]
     Config(#[from] ratekit_core::ConfigError),
 }
@@ -70,6 +74,8 @@ fn capture_libbpf_log() {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BpfParams {
     TokenBucket(TbParams),
+    Pqp(Box<PqParams>),
+    Bcpqp(Box<PqParams>),
 }
 
 impl BpfParams {
@@ -81,6 +87,19 @@ impl BpfParams {
                 burst: c.burst.0,
                 initial: c.initial.unwrap_or(c.burst).0,
             })),
+            EnforcerConfig::Pqp(c) => Ok(BpfParams::Pqp(Box::new(pq_params(c)?))),
+            EnforcerConfig::Bcpqp(c) => {
+                let mut p = pq_params(&c.pqp())?;
+                p.theta_plus = (c.theta_plus * ratekit_core::bcpqp::THETA_ONE as f64).round() as u64;
+                p.theta_minus = (c.theta_minus * ratekit_core::bcpqp::THETA_ONE as f64).round() as u64;
+                p.window_ns = c.window.0;
+                p.window_budget_nb = c.rate.credit(c.window);
+                let max_weight = p.nodes.iter().map(|n| n.weight as u64).max().unwrap_or(1);
+                if p.window_budget_nb.checked_mul(max_weight).is_none() {
+                    return Err(BpfError::OutOfBounds(format!("window: rate × window × weight {max_weight} overflows")));
+                }
+                Ok(BpfParams::Bcpqp(Box::new(p)))
+            }
             other => Err(BpfError::Unsupported(other.kind())),
         }
     }
@@ -89,6 +108,8 @@ impl BpfParams {
     pub fn program(&self) -> &'static str {
         match self {
             BpfParams::TokenBucket(_) => "token_bucket",
+            BpfParams::Pqp(_) => "pqp",
+            BpfParams::Bcpqp(_) => "bcpqp",
         }
     }
 
@@ -96,6 +117,8 @@ impl BpfParams {
     pub(crate) fn state_map_of(program: &str) -> &'static str {
         match program {
             "token_bucket" => "tb_state",
+            "pqp" => "pqp_state",
+            "bcpqp" => "bcpqp_state",
             _ => "unknown_state",
         }
     }
@@ -103,19 +126,109 @@ impl BpfParams {
     fn object(&self) -> &'static [u8] {
         match self {
             BpfParams::TokenBucket(_) => TOKEN_BUCKET_OBJ,
+            BpfParams::Pqp(_) => PQP_OBJ,
+            BpfParams::Bcpqp(_) => BCPQP_OBJ,
         }
     }
 
     pub(crate) fn map_names(&self) -> (&'static str, &'static str) {
         match self {
             BpfParams::TokenBucket(_) => ("tb_params", Self::state_map_of(self.program())),
+            BpfParams::Pqp(_) => ("pqp_params", Self::state_map_of(self.program())),
+            BpfParams::Bcpqp(_) => ("bcpqp_params", Self::state_map_of(self.program())),
         }
     }
 
     pub(crate) fn bytes(&self) -> &[u8] {
         match self {
             BpfParams::TokenBucket(p) => bytemuck::bytes_of(p),
+            BpfParams::Pqp(p) | BpfParams::Bcpqp(p) => bytemuck::bytes_of(&**p),
         }
+    }
+}
+
+/// PQP's parameters with its policy tree compiled as ratekit_core::phantom compiles it (same
+/// depth-first node order), within the BPF program's bounds.
+fn pq_params(c: &ratekit_core::pqp::PqpConfig) -> Result<PqParams, BpfError> {
+    c.validate()?;
+    if c.queues as usize > PQ_QUEUES {
+        return Err(BpfError::OutOfBounds(format!("queues = {}", c.queues)));
+    }
+    let root = ratekit_core::policy::PolicyNode::resolve(&c.policy, c.queues as usize, c.weights.as_deref())
+        .map_err(|e| BpfError::OutOfBounds(format!("policy: {e}")))?;
+    let mut p: PqParams = bytemuck::Zeroable::zeroed();
+    let mut tree = TreeBuilder { p: &mut p, nodes: 0, inner: 0, slots: 0, depth: 0 };
+    tree.add(&root, 0, 1, 0, 1)?;
+    let (depth, nodes) = (tree.depth, tree.nodes);
+    if p.nodes[0].kind == PQ_LEAF {
+        return Err(BpfError::OutOfBounds("policy: a single queue as the whole tree".into()));
+    }
+    p.rate = c.rate.bytes_per_sec();
+    p.queue_size_nb = c.queue_size.0 * ratekit_core::units::NANOS_PER_SEC;
+    p.queues = c.queues;
+    p.classify = matches!(c.classify, ratekit_core::Classify::Class) as u32;
+    p.flat_share = (depth <= 2 && p.nodes[0].kind == PQ_SHARE) as u32;
+    p.flat_fair = (p.flat_share == 1 && p.nodes[..nodes].iter().all(|n| n.weight == 1)) as u32;
+    // Live updates keep the queues only under the same tree (the lists name its nodes).
+    let mut h = 0u64;
+    for chunk in bytemuck::bytes_of(&p.nodes).chunks(8).chain(p.children.chunks(8)).chain(p.leaf_of_queue.chunks(8)) {
+        let mut w = [0u8; 8];
+        w[..chunk.len()].copy_from_slice(chunk);
+        h = ratekit_core::packet::mix64(h ^ u64::from_le_bytes(w));
+    }
+    p.shape = ratekit_core::packet::mix64(h ^ ((p.queues as u64) << 1 | p.classify as u64)) | 1;
+    Ok(p)
+}
+
+struct TreeBuilder<'a> {
+    p: &'a mut PqParams,
+    nodes: usize,
+    inner: usize,
+    slots: usize,
+    depth: usize,
+}
+
+impl TreeBuilder<'_> {
+    /// phantom.rs `PhantomPolicy::add`, into the fixed arrays of `struct pq_params`.
+    fn add(&mut self, node: &ratekit_core::policy::PolicyNode, parent: u8, weight: u32, rank: u8, depth: usize) -> Result<u8, BpfError> {
+        use ratekit_core::policy::PolicyNode;
+        if depth > 3 {
+            return Err(BpfError::OutOfBounds(format!("policy nests {depth} levels deep")));
+        }
+        if self.nodes >= PQ_NODES {
+            return Err(BpfError::OutOfBounds(format!("policy has more than {PQ_NODES} nodes")));
+        }
+        self.depth = self.depth.max(depth);
+        let id = self.nodes as u8;
+        self.nodes += 1;
+        let (kind, children): (u8, Vec<(&PolicyNode, u32)>) = match node {
+            PolicyNode::Queue(q) => {
+                self.p.leaf_of_queue[*q] = id;
+                self.p.nodes[id as usize] = PqNode { weight, kind: PQ_LEAF, parent, rank, index: *q as u8, ..Default::default() };
+                return Ok(id);
+            }
+            PolicyNode::Fair(c) => (PQ_SHARE, c.iter().map(|n| (n, 1)).collect()),
+            PolicyNode::Weighted(c) => (PQ_SHARE, c.iter().map(|(n, w)| (n, *w)).collect()),
+            PolicyNode::Priority(c) => (PQ_PRIORITY, c.iter().map(|n| (n, 1)).collect()),
+        };
+        if self.inner >= PQ_INNER {
+            return Err(BpfError::OutOfBounds(format!("policy has more than {PQ_INNER} inner nodes")));
+        }
+        let index = self.inner as u8;
+        self.inner += 1;
+        self.p.inner_node[index as usize] = id;
+        let first_slot = self.slots;
+        self.slots += children.len();
+        if self.slots > PQ_SLOTS {
+            return Err(BpfError::OutOfBounds(format!("policy has more than {PQ_SLOTS} edges")));
+        }
+        self.p.nodes[id as usize] =
+            PqNode { weight, kind, parent, rank, index, first_slot: first_slot as u8, n_children: children.len() as u8, ..Default::default() };
+        for (r, (child, w)) in children.into_iter().enumerate() {
+            let child_id = self.add(child, id, w, r as u8, depth + 1)?;
+            self.p.children[first_slot + r] = child_id;
+        }
+        Ok(id)
     }
 }
 
@@ -124,6 +237,8 @@ impl BpfParams {
 fn stats_offset(program: &str) -> usize {
     match program {
         "token_bucket" => std::mem::offset_of!(crate::maps::TbState, stats),
+        "pqp" => std::mem::offset_of!(crate::maps::PqpState, stats),
+        "bcpqp" => std::mem::offset_of!(crate::maps::BcpqpState, stats),
         _ => unreachable!("unknown program {program}"),
     }
 }

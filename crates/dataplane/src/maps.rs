@@ -57,6 +57,112 @@ pub struct TbState {
     pub stats: Stats,
 }
 
+/// `struct pq_node` (bpf/phantom.h): one node of the compiled policy tree.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct PqNode {
+    pub weight: u32,
+    pub kind: u8,
+    pub parent: u8,
+    pub rank: u8,
+    pub index: u8,
+    pub first_slot: u8,
+    pub n_children: u8,
+    pub _pad: [u8; 2],
+}
+
+/// Bounds of the BPF PQP / BC-PQP (bpf/phantom.h).
+pub const PQ_QUEUES: usize = 16;
+pub const PQ_NODES: usize = 32;
+pub const PQ_INNER: usize = 8;
+pub const PQ_SLOTS: usize = 32;
+pub const PQ_LEAF: u8 = 0;
+pub const PQ_SHARE: u8 = 1;
+pub const PQ_PRIORITY: u8 = 2;
+
+/// `struct pq_params`: PQP's and BC-PQP's parameters (the burst fields are zero for PQP).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub struct PqParams {
+    pub rate: u64,
+    pub queue_size_nb: u64,
+    pub theta_plus: u64,
+    pub theta_minus: u64,
+    pub window_ns: u64,
+    pub window_budget_nb: u64,
+    pub shape: u64,
+    pub queues: u32,
+    pub classify: u32,
+    pub flat_share: u32,
+    pub flat_fair: u32,
+    /// Always 0 (the programs start loop cursors from it; see phantom.h).
+    pub zero: u32,
+    pub _pad: u32,
+    pub nodes: [PqNode; PQ_NODES],
+    pub children: [u8; PQ_SLOTS],
+    pub leaf_of_queue: [u8; PQ_QUEUES],
+    pub inner_node: [u8; PQ_INNER],
+}
+
+/// `struct pq_queues`: one aggregate's phantom queues (nano-bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub struct PqQueues {
+    pub occupancy: [u64; PQ_QUEUES],
+    pub backlog: [u64; PQ_INNER],
+    pub active_weight: [u64; PQ_INNER],
+    pub deferred: u64,
+    pub defer_limit: u64,
+    pub pending: [u64; PQ_INNER],
+    pub active_len: [u8; PQ_INNER],
+    pub slots: [u8; PQ_SLOTS],
+}
+
+/// `struct pqp_state` (bpf/pqp.c).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub struct PqpState {
+    /// rk_lock's word: owned by the program.
+    pub lock: u32,
+    pub _pad: u32,
+    pub last_ns: u64,
+    pub shape: u64,
+    pub q: PqQueues,
+    pub stats: Stats,
+}
+
+/// `struct pq_burst`: BC-PQP's per-queue burst state.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct PqBurst {
+    pub magic_nb: u64,
+    pub accepted: u64,
+    pub accepted_prev: u64,
+    pub window_end: u64,
+}
+
+/// `struct bcpqp_state` (bpf/bcpqp.c).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub struct BcpqpState {
+    pub lock: u32,
+    pub _pad: u32,
+    pub last_ns: u64,
+    pub shape: u64,
+    pub magic_deadline: u64,
+    pub burst_fills: u64,
+    pub magic_removals: u64,
+    pub q: PqQueues,
+    pub burst: [PqBurst; PQ_QUEUES],
+    pub stats: Stats,
+}
+
+const _: () = assert!(std::mem::size_of::<PqNode>() == 12);
+const _: () = assert!(std::mem::size_of::<PqParams>() == 520);
+const _: () = assert!(std::mem::size_of::<PqQueues>() == 376);
+const _: () = assert!(std::mem::size_of::<PqpState>() == 464);
+const _: () = assert!(std::mem::size_of::<PqBurst>() == 32);
+const _: () = assert!(std::mem::size_of::<BcpqpState>() == 1000);
 const _: () = assert!(std::mem::size_of::<Settings>() == 16);
 const _: () = assert!(std::mem::size_of::<AggKey>() == 16);
 const _: () = assert!(std::mem::size_of::<Stats>() == 64);
