@@ -4,10 +4,9 @@ bursty UDP traffic (LogNormal inter-arrival times), per-class queueing delay and
 
 The paper's arrival process (§V-A3a): N = ρ·C·10 ms / B packets per 10 ms, E[A] = 10 ms / N and
 σ[A] = 5 ms / √N, so the coefficient of variation is CV² = N/4; packets are labelled ABE at random
-with probability p. Random labelling thins a renewal process to CV² = p·N/4 + (1 − p). The
-simulator draws each class from its own LogNormal source with that CV (log-space σ =
-√ln(1 + CV²)): the classes have the paper's per-class burstiness, but their bursts are
-independent, where the paper's coincide (docs/reproduce.md).
+with probability p. The simulator does the same: one LogNormal source at the whole load with
+that CV (log-space σ = √ln(1 + CV²)), `class_fraction` p of its datagrams labelled class 1
+(ABE), so ABE packets arrive inside the same bursts as BE packets.
 """
 import math
 import os
@@ -17,14 +16,13 @@ C = 1e9
 B = 1490
 
 
-def sigma(rho, p):
+def sigma(rho):
     n = rho * C * 0.01 / (B * 8)
-    cv2 = p * n / 4 + (1 - p)
-    return round(math.sqrt(math.log(1 + cv2)), 4)
+    return round(math.sqrt(math.log(1 + n / 4)), 4)
 
 
-def rate(rho, p):
-    return f"{round(rho * p * C / 1e3)}kbit"
+def rate(rho):
+    return f"{round(rho * C / 1e3)}kbit"
 
 
 def header(comment, figure, title, quick_note):
@@ -54,8 +52,7 @@ rate = "1gbit"
 link_rate = "1gbit"
 host_rate = "10gbit"
 flows = [
-  {{ rtt = "100ms", class = 0, app = {{ kind = "lognormal", rate = "855mbit", sigma = 2.0, packet = {B} }} }},
-  {{ rtt = "100ms", class = 1, app = {{ kind = "lognormal", rate = "95mbit", sigma = 2.0, packet = {B} }} }},
+  {{ rtt = "100ms", class = 0, app = {{ kind = "lognormal", rate = "950mbit", sigma = 2.0, packet = {B}, class_fraction = 0.1, other_class = 1 }} }},
 ]
 '''
 
@@ -69,10 +66,9 @@ x = {x}
 [runs.set]
 "enforcer.delay_threshold" = "{td}"
 "enforcer.half_life" = "{th}"
-"aggregates.0.flows.0.app.rate" = "{rate(rho, 1 - p)}"
-"aggregates.0.flows.0.app.sigma" = {sigma(rho, 1 - p)}
-"aggregates.0.flows.1.app.rate" = "{rate(rho, p)}"
-"aggregates.0.flows.1.app.sigma" = {sigma(rho, p)}
+"aggregates.0.flows.0.app.rate" = "{rate(rho)}"
+"aggregates.0.flows.0.app.sigma" = {sigma(rho)}
+"aggregates.0.flows.0.app.class_fraction" = {p}
 '''
     return s.replace("\n\n[runs.set]", "\n[runs.set]")
 
