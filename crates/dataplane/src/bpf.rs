@@ -387,6 +387,12 @@ impl BpfPolicer {
         Ok(out)
     }
 
+    /// Packets passed unpoliced: no room for their aggregate, or (PQP/BC-PQP) `rk_lock` given up.
+    pub fn untracked(&self) -> Result<u64, BpfError> {
+        let per_cpu = self.map("rk_untracked").lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY).map_err(kernel("reading rk_untracked"))?;
+        Ok(per_cpu.unwrap_or_default().iter().map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap())).sum())
+    }
+
     /// Per-aggregate counters.
     pub fn stats(&self) -> Result<Vec<(AggKey, Stats)>, BpfError> {
         read_stats(&self.map(self.params.map_names().1), self.params.program())

@@ -116,7 +116,18 @@ fn token_bucket_is_correct_across_cpus() {
     if !root() {
         return;
     }
-    let cfg = EnforcerConfig::from_toml("kind = \"token_bucket\"\nrate = \"8mbit\"\nburst = 20000").unwrap();
+    for toml in [
+        "kind = \"token_bucket\"\nrate = \"8mbit\"\nburst = 20000",
+        // One flow, so one queue: B + r·t bounds what PQP and BC-PQP (rk_lock) may pass.
+        "kind = \"pqp\"\nrate = \"8mbit\"\nqueue_size = 20000",
+        "kind = \"bcpqp\"\nrate = \"8mbit\"\nqueue_size = 20000",
+    ] {
+        across_cpus(toml);
+    }
+}
+
+fn across_cpus(toml: &str) {
+    let cfg = EnforcerConfig::from_toml(toml).unwrap();
     let bpf = load(&cfg).expect("needs root");
     let frame = build_frame("10.8.0.1".parse().unwrap(), "10.9.0.1".parse().unwrap(), 1, 2, IPPROTO_UDP, 0, 1000);
     let n = 20_000u64;
@@ -139,10 +150,14 @@ fn token_bucket_is_correct_across_cpus() {
     let stats = bpf.stats().unwrap();
     assert_eq!(stats.len(), 1);
     let st = stats[0].1;
-    assert_eq!(st.passed_packets + st.dropped_packets, 2 * n, "lost counter updates: {st:?}");
+    // rk_lock gives up after 4096 tries and passes the packet, counted untracked: under
+    // BPF_PROG_TEST_RUN (preemptible, unlike tc's softirq) a preempted holder can cause that.
+    let untracked = bpf.untracked().unwrap();
+    assert!(untracked <= n / 100, "{toml}: {untracked} packets passed unpoliced");
+    assert_eq!(st.passed_packets + st.dropped_packets + untracked, 2 * n, "{toml}: lost counter updates: {st:?}");
     let allowed = 20_000 + 1_000_000 * (n - 1) * 100_000 / 1_000_000_000;
-    assert!(st.passed_bytes <= allowed, "passed {} > burst + rate × t = {allowed}", st.passed_bytes);
-    assert!(st.passed_bytes > allowed * 9 / 10, "passed only {} of {allowed}", st.passed_bytes);
+    assert!(st.passed_bytes <= allowed, "{toml}: passed {} > burst + rate × t = {allowed}", st.passed_bytes);
+    assert!(st.passed_bytes > allowed * 9 / 10, "{toml}: passed only {} of {allowed}", st.passed_bytes);
 }
 
 /// PQP and BC-PQP (flat fair by flow hash, weighted, priority and two nested trees by class):
