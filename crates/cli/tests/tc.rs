@@ -98,3 +98,42 @@ fn tc_bad_input_is_named() {
     assert!(!ok && out.contains("0mbit"), "{out}");
     std::fs::remove_file(&cfg).unwrap();
 }
+
+/// BC-PQP as tc-BPF: a one-flow flood is held to rate + queue size, a live rate change keeps the
+/// state, and a tree beyond the program's bounds is refused with the bound named.
+#[test]
+fn tc_bcpqp_holds_rate_and_updates_live() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: tc-BPF and namespaces need root");
+        return;
+    }
+    let a = Netns::create("tcq-a").unwrap();
+    let b = Netns::create("tcq-b").unwrap();
+    veth(&a, "a0", "10.77.0.1/24", &b, "b0", "10.77.0.2/24").unwrap();
+    let dir = std::env::temp_dir().join(format!("rk-tcq-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = |rate: &str, queues: u32| {
+        let p = dir.join(format!("bc-{rate}-{queues}.toml"));
+        std::fs::write(&p, format!("kind = \"bcpqp\"\nrate = \"{rate}\"\nqueues = {queues}\nqueue_size = \"20kb\"\n")).unwrap();
+        p.to_string_lossy().into_owned()
+    };
+    let (ok, out) = ratekit(&["tc", "attach", "--netns", &b.name, "--dev", "b0", "--config", &cfg("8mbit", 32)]);
+    assert!(!ok && out.contains("queues = 32") && out.contains("at most 16 queues"), "{out}");
+    let (ok, out) = ratekit(&["tc", "attach", "--netns", &b.name, "--dev", "b0", "--config", &cfg("8mbit", 4)]);
+    assert!(ok && out.contains("attached bcpqp"), "{out}");
+    let secs = 1.5;
+    flood(&a, secs);
+    let first = passed_bytes(&b.name);
+    let (rate, queue) = (1_000_000.0, 20.0 * 1024.0);
+    assert!((first as f64) < rate * secs * 1.05 + queue + 3000.0, "passed {first} B in {secs} s at 8mbit");
+    assert!((first as f64) > rate * secs * 0.9, "passed only {first} B in {secs} s at 8mbit");
+    let (ok, out) = ratekit(&["tc", "attach", "--netns", &b.name, "--dev", "b0", "--config", &cfg("16mbit", 4)]);
+    assert!(ok && out.contains("state kept"), "{out}");
+    assert_eq!(passed_bytes(&b.name), first);
+    flood(&a, secs);
+    let second = passed_bytes(&b.name) - first;
+    assert!((second as f64) > 2.0 * rate * secs * 0.9 && (second as f64) < 2.0 * rate * secs * 1.05 + queue + 3000.0, "passed {second} B at 16mbit");
+    let (ok, out) = ratekit(&["tc", "detach", "--netns", &b.name, "--dev", "b0"]);
+    assert!(ok && out.contains("detached"), "{out}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
