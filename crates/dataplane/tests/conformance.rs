@@ -109,10 +109,10 @@ fn non_ip_passes_untouched() {
     assert!(bpf.stats().unwrap().is_empty());
 }
 
-/// Two CPUs hammer one aggregate at the same (test-clock) times: the spin lock must keep every
+/// Two CPUs hammer one aggregate at the same (test-clock) times: the lock must keep every
 /// counter update and never spend the same tokens twice.
 #[test]
-fn token_bucket_is_correct_across_cpus() {
+fn policers_are_correct_across_cpus() {
     if !root() {
         return;
     }
