@@ -181,6 +181,8 @@ fn pqp_and_bcpqp_match_core() {
         // comes in whole bytes and "exactly full" happens often, so an off-by-one shows.
         let pqp = format!("kind = \"pqp\"\nrate = \"8mbit\"\nqueue_size = 3000\n{policy}");
         check(&pqp, &arrivals);
+        // BC-PQP with the same small queues: its admission equality cases too.
+        check(&format!("kind = \"bcpqp\"\nrate = \"8mbit\"\nqueue_size = 3000\nwindow = \"20ms\"\n{policy}"), &arrivals);
         let bc = format!("kind = \"bcpqp\"\nrate = \"8mbit\"\nqueue_size = \"30kb\"\nwindow = \"20ms\"\n{policy}");
         let (bpf, core) = check(&bc, &arrivals);
         let (mut fills, mut removals) = (0, 0);
