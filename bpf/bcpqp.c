@@ -207,16 +207,9 @@ int rk_bcpqp(struct __sk_buff *skb)
 	if (!s || !P || P->rate == 0 || rk_parse(skb, s, &pkt) < 0)
 		return TC_ACT_OK;
 	now = rk_now(skb, s);
-	st = bpf_map_lookup_elem(&bcpqp_state, &pkt.agg);
-	if (!st) {
-		struct bcpqp_state *fresh = bpf_map_lookup_elem(&bcpqp_zero, &zero);
-		if (!fresh)
-			return TC_ACT_OK;
-		bpf_map_update_elem(&bcpqp_state, &pkt.agg, fresh, BPF_NOEXIST);
-		st = bpf_map_lookup_elem(&bcpqp_state, &pkt.agg);
-		if (!st)
-			return rk_untracked_pass();
-	}
+	st = rk_state_or_insert(&bcpqp_state, &bcpqp_zero, &pkt.agg);
+	if (!st)
+		return rk_untracked_pass();
 	if (rk_lock(&st->lock) < 0)
 		return rk_untracked_pass();
 	if (st->shape != P->shape) {

@@ -70,6 +70,23 @@ struct {
 	__type(value, __u64);
 } rk_untracked SEC(".maps");
 
+/* An aggregate's state, created from the all-zero template in `zeroes` on its first packet (NULL only
+ * if the state map is full). Maps are passed as pointers: always inlined, so the verifier sees them. */
+static __always_inline void *rk_state_or_insert(void *states, void *zeroes, const void *key)
+{
+	__u32 zero = 0;
+	void *st = bpf_map_lookup_elem(states, key);
+	void *fresh;
+
+	if (st)
+		return st;
+	fresh = bpf_map_lookup_elem(zeroes, &zero);
+	if (!fresh)
+		return NULL;
+	bpf_map_update_elem(states, key, fresh, BPF_NOEXIST);
+	return bpf_map_lookup_elem(states, key);
+}
+
 static __always_inline int rk_untracked_pass(void)
 {
 	__u32 zero = 0;

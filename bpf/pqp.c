@@ -60,16 +60,9 @@ int rk_pqp(struct __sk_buff *skb)
 	if (!s || !P || P->rate == 0 || rk_parse(skb, s, &pkt) < 0)
 		return TC_ACT_OK;
 	now = rk_now(skb, s);
-	st = bpf_map_lookup_elem(&pqp_state, &pkt.agg);
-	if (!st) {
-		struct pqp_state *fresh = bpf_map_lookup_elem(&pqp_zero, &zero);
-		if (!fresh)
-			return TC_ACT_OK;
-		bpf_map_update_elem(&pqp_state, &pkt.agg, fresh, BPF_NOEXIST);
-		st = bpf_map_lookup_elem(&pqp_state, &pkt.agg);
-		if (!st)
-			return rk_untracked_pass();
-	}
+	st = rk_state_or_insert(&pqp_state, &pqp_zero, &pkt.agg);
+	if (!st)
+		return rk_untracked_pass();
 	if (rk_lock(&st->lock) < 0)
 		return rk_untracked_pass();
 	if (st->shape != P->shape) {
