@@ -6,7 +6,7 @@
 //! netlink code (`TcHook`); and it loads the objects with libbpf itself, so map pinning and
 //! `bpf_spin_lock` values in BTF-defined maps behave exactly as every C user of libbpf sees them.
 
-use crate::maps::{AggKey, PqNode, PqParams, Settings, Stats, TbParams, PQ_INNER, PQ_LEAF, PQ_NODES, PQ_PRIORITY, PQ_QUEUES, PQ_SHARE, PQ_SLOTS};
+use crate::maps::{AggKey, FpParams, PqNode, PqParams, Settings, Stats, TbParams, PQ_INNER, PQ_LEAF, PQ_NODES, PQ_PRIORITY, PQ_QUEUES, PQ_SHARE, PQ_SLOTS};
 use libbpf_rs::{MapCore, MapFlags, Object, ObjectBuilder, ProgramInput};
 use ratekit_core::{DropReason, EnforcerConfig, Verdict};
 use std::path::{Path, PathBuf};
@@ -15,6 +15,7 @@ use std::sync::Mutex;
 const TOKEN_BUCKET_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/token_bucket.bpf.o"));
 const PQP_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/pqp.bpf.o"));
 const BCPQP_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/bcpqp.bpf.o"));
+const FAIR_POLICER_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fair_policer.bpf.o"));
 
 /// Offset of `tstamp` in `struct __sk_buff` (linux/bpf.h, stable UAPI), and the struct's size.
 const SKB_TSTAMP_OFFSET: usize = 152;
@@ -40,6 +41,8 @@ pub enum BpfError {
     Kernel { what: String, source: libbpf_rs::Error },
     #[error("{0}: the tc-BPF PQP/BC-PQP hold at most 16 queues and 8 inner policy nodes, nest at most one level below the root, and need rate × window × largest weight < 2^64 nano-bytes; use the middlebox for larger trees")]
     OutOfBounds(String),
+    #[error("{0}: the tc-BPF FairPolicer holds a sketch of at most 4 x 4096 counters and at most 256 active flows per aggregate, and needs 256 x (bucket / token_unit + 1) <= 2^23 allocation steps; use the middlebox beyond that")]
+    FairPolicerBounds(String),
     #[error("config: {0}")]
     Config(#[from] ratekit_core::ConfigError),
 }
@@ -76,6 +79,7 @@ pub enum BpfParams {
     TokenBucket(TbParams),
     Pqp(Box<PqParams>),
     Bcpqp(Box<PqParams>),
+    FairPolicer(Box<FpParams>),
 }
 
 impl BpfParams {
@@ -100,6 +104,7 @@ impl BpfParams {
                 }
                 Ok(BpfParams::Bcpqp(Box::new(p)))
             }
+            EnforcerConfig::FairPolicer(c) => Ok(BpfParams::FairPolicer(Box::new(fp_params(c)?))),
             other => Err(BpfError::Unsupported(other.kind())),
         }
     }
@@ -110,6 +115,7 @@ impl BpfParams {
             BpfParams::TokenBucket(_) => "token_bucket",
             BpfParams::Pqp(_) => "pqp",
             BpfParams::Bcpqp(_) => "bcpqp",
+            BpfParams::FairPolicer(_) => "fair_policer",
         }
     }
 
@@ -119,6 +125,7 @@ impl BpfParams {
             "token_bucket" => "tb_state",
             "pqp" => "pqp_state",
             "bcpqp" => "bcpqp_state",
+            "fair_policer" => "fp_state",
             _ => "unknown_state",
         }
     }
@@ -128,6 +135,7 @@ impl BpfParams {
             BpfParams::TokenBucket(_) => TOKEN_BUCKET_OBJ,
             BpfParams::Pqp(_) => PQP_OBJ,
             BpfParams::Bcpqp(_) => BCPQP_OBJ,
+            BpfParams::FairPolicer(_) => FAIR_POLICER_OBJ,
         }
     }
 
@@ -136,6 +144,7 @@ impl BpfParams {
             BpfParams::TokenBucket(_) => ("tb_params", Self::state_map_of(self.program())),
             BpfParams::Pqp(_) => ("pqp_params", Self::state_map_of(self.program())),
             BpfParams::Bcpqp(_) => ("bcpqp_params", Self::state_map_of(self.program())),
+            BpfParams::FairPolicer(_) => ("fp_params", Self::state_map_of(self.program())),
         }
     }
 
@@ -143,6 +152,7 @@ impl BpfParams {
         match self {
             BpfParams::TokenBucket(p) => bytemuck::bytes_of(p),
             BpfParams::Pqp(p) | BpfParams::Bcpqp(p) => bytemuck::bytes_of(&**p),
+            BpfParams::FairPolicer(p) => bytemuck::bytes_of(&**p),
         }
     }
 }
@@ -177,6 +187,47 @@ fn pq_params(c: &ratekit_core::pqp::PqpConfig) -> Result<PqParams, BpfError> {
         h = ratekit_core::packet::mix64(h ^ u64::from_le_bytes(w));
     }
     p.shape = ratekit_core::packet::mix64(h ^ ((p.queues as u64) << 1 | p.classify as u64)) | 1;
+    Ok(p)
+}
+
+/// FairPolicer's parameters within the BPF program's bounds: the sketch's row constants are
+/// ratekit_core::count_min's, so both compute the same columns.
+fn fp_params(c: &ratekit_core::fair_policer::FairPolicerConfig) -> Result<FpParams, BpfError> {
+    use crate::maps::{FP_ACTIVE, FP_DEPTH, FP_STEPS, FP_WIDTH};
+    c.validate()?;
+    let out_of_bounds = |field: &str, why: String| Err(BpfError::FairPolicerBounds(format!("{field}: {why}")));
+    if c.sketch_depth as usize > FP_DEPTH {
+        return out_of_bounds("sketch_depth", format!("{} > {FP_DEPTH}", c.sketch_depth));
+    }
+    if c.sketch_width as usize > FP_WIDTH {
+        return out_of_bounds("sketch_width", format!("{} > {FP_WIDTH}", c.sketch_width));
+    }
+    // Every allocation step removes a flow or lowers its estimate (≤ B) by a unit, so this
+    // keeps the allocation loop within bpf_loop's cap: it always runs to where the core's stops.
+    let steps = FP_ACTIVE as u64 * (c.bucket.0 / c.token_unit.0 + 1);
+    if steps > FP_STEPS {
+        return out_of_bounds("token_unit", format!("bucket / token_unit = {} must stay below {}", c.bucket.0 / c.token_unit.0, FP_STEPS / FP_ACTIVE as u64 - 1));
+    }
+    let mut p: FpParams = bytemuck::Zeroable::zeroed();
+    for (r, (a, b)) in ratekit_core::count_min::row_constants(c.seed, c.sketch_depth as usize).into_iter().enumerate() {
+        p.row_a[r] = a;
+        p.row_b[r] = b;
+    }
+    p.rate = c.rate.bytes_per_sec();
+    p.bucket = c.bucket.0;
+    p.unit = c.token_unit.0;
+    p.depth = c.sketch_depth;
+    p.shift = 64 - c.sketch_width.trailing_zeros();
+    // DSCP is the class the data plane sees; entries beyond it name classes no packet carries.
+    for (i, w) in p.weights.iter_mut().enumerate() {
+        *w = c.weights.get(i).copied().unwrap_or(1);
+    }
+    // Live updates keep the flows' tokens only under the same sketch and bucket.
+    let mut h = ratekit_core::packet::mix64(p.bucket ^ (u64::from(p.depth) << 40 | u64::from(p.shift) << 48));
+    for w in p.row_a.iter().chain(&p.row_b) {
+        h = ratekit_core::packet::mix64(h ^ w);
+    }
+    p.shape = h | 1;
     Ok(p)
 }
 
@@ -239,6 +290,7 @@ fn stats_offset(program: &str) -> usize {
         "token_bucket" => std::mem::offset_of!(crate::maps::TbState, stats),
         "pqp" => std::mem::offset_of!(crate::maps::PqpState, stats),
         "bcpqp" => std::mem::offset_of!(crate::maps::BcpqpState, stats),
+        "fair_policer" => std::mem::offset_of!(crate::maps::FpState, stats),
         _ => unreachable!("unknown program {program}"),
     }
 }

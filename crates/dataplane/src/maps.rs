@@ -157,6 +157,59 @@ pub struct BcpqpState {
     pub stats: Stats,
 }
 
+/// Bounds of the BPF FairPolicer (bpf/fair_policer.c).
+pub const FP_DEPTH: usize = 4;
+pub const FP_WIDTH: usize = 4096;
+pub const FP_ACTIVE: usize = 256;
+pub const FP_CLASSES: usize = 64;
+/// The allocation loop's cap (bpf_loop's largest count).
+pub const FP_STEPS: u64 = 1 << 23;
+
+/// `struct fp_params` (bpf/fair_policer.c).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub struct FpParams {
+    pub rate: u64,
+    pub bucket: u64,
+    pub unit: u64,
+    pub row_a: [u64; FP_DEPTH],
+    pub row_b: [u64; FP_DEPTH],
+    pub shape: u64,
+    pub depth: u32,
+    pub shift: u32,
+    pub weights: [u32; FP_CLASSES],
+}
+
+/// `struct fp_flow`: an entry of the active list.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct FpFlow {
+    pub flow: u64,
+    pub quantum: u64,
+}
+
+/// `struct fp_state` (bpf/fair_policer.c).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub struct FpState {
+    /// rk_lock's word: owned by the program.
+    pub lock: u32,
+    pub _pad: u32,
+    pub last_ns: u64,
+    pub shape: u64,
+    pub credit_nb: u64,
+    pub occupied: u64,
+    pub head: u32,
+    pub len: u32,
+    pub allocation_steps: u64,
+    pub residue_clears: u64,
+    pub list_full_drops: u64,
+    pub stats: Stats,
+    pub active: [FpFlow; FP_ACTIVE],
+    /// Row-major: `sketch[r][c]` is C's `sketch[r·FP_WIDTH + c]`.
+    pub sketch: [[u32; FP_WIDTH]; FP_DEPTH],
+}
+
 const _: () = assert!(std::mem::size_of::<PqNode>() == 12);
 const _: () = assert!(std::mem::size_of::<PqParams>() == 520);
 const _: () = assert!(std::mem::size_of::<PqQueues>() == 376);
@@ -168,6 +221,9 @@ const _: () = assert!(std::mem::size_of::<AggKey>() == 16);
 const _: () = assert!(std::mem::size_of::<Stats>() == 64);
 const _: () = assert!(std::mem::size_of::<TbParams>() == 24);
 const _: () = assert!(std::mem::size_of::<TbState>() == 88);
+const _: () = assert!(std::mem::size_of::<FpParams>() == 360);
+const _: () = assert!(std::mem::size_of::<FpFlow>() == 16);
+const _: () = assert!(std::mem::size_of::<FpState>() == 69768);
 
 impl AggKey {
     /// The aggregate key the BPF programs derive: IPv4 as ::ffff:a.b.c.d, masked to the prefix.

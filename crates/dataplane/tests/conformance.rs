@@ -6,7 +6,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use ratekit_core::{EnforcerConfig, Instant, Policer, Verdict};
 use ratekit_dataplane::bpf::{BpfPolicer, LoadOptions};
-use ratekit_dataplane::maps::{Settings, TbState};
+use ratekit_dataplane::maps::{FpState, Settings, TbState};
 use ratekit_dataplane::packet::{build_frame, parse, IPPROTO_TCP, IPPROTO_UDP};
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -121,6 +121,8 @@ fn policers_are_correct_across_cpus() {
         // One flow, so one queue: B + r·t bounds what PQP and BC-PQP (rk_lock) may pass.
         "kind = \"pqp\"\nrate = \"8mbit\"\nqueue_size = 20000",
         "kind = \"bcpqp\"\nrate = \"8mbit\"\nqueue_size = 20000",
+        // Passing needs B − Σ o_i ≥ l and Σ o_i falls only by allocated tokens: B + r·t too.
+        "kind = \"fair_policer\"\nrate = \"8mbit\"\nbucket = 20000",
     ] {
         across_cpus(toml);
     }
@@ -195,4 +197,84 @@ fn pqp_and_bcpqp_match_core() {
         }
         assert!(fills > 0 && removals > 0, "{policy}: burst control never acted ({fills} fills, {removals} removals)");
     }
+}
+
+/// FairPolicer: the same verdicts packet by packet and the same state (Σ o_i, credit, active
+/// list length, allocation steps, residue clears, every flow's sketch estimate and each row's
+/// sum) as ratekit-core's, for the default sketch, a tiny one where flows collide (and residue
+/// clears happen), and the weighted variant. µs-aligned arrivals at 1 MB/s make credit whole
+/// bytes, so "k equals the length" and "estimate equals the threshold" occur.
+#[test]
+fn fair_policer_matches_core() {
+    if !root() {
+        return;
+    }
+    let variants = [
+        ("default sketch", "", false),
+        ("2 x 4 sketch (collisions)", "sketch_depth = 2\nsketch_width = 4\n", true),
+        // one row: a flow takes its colliders' bytes too, so no residue is left to clear
+        ("weighted, 1 x 8 sketch", "sketch_depth = 1\nsketch_width = 8\ntoken_unit = 500\nweights = [1, 2, 3, 4]\n", false),
+        ("token unit 100, 4 x 4096", "sketch_width = 4096\ntoken_unit = 100\nseed = 7\n", false),
+        // 1500-byte packets in a 3000-byte bucket: "k = l" and "ô_i = k" are common, so an
+        // off-by-one in either test shows.
+        ("3000-byte bucket", "bucket = 3000\n", false),
+        ("3000-byte bucket, 2 x 4 sketch", "bucket = 3000\nsketch_depth = 2\nsketch_width = 4\n", true),
+    ];
+    for (i, (name, extra, collide)) in variants.iter().enumerate() {
+        let arrivals = vector(20 + i as u64, 3000, 1000);
+        let bucket = if extra.contains("bucket") { "" } else { "bucket = \"20kb\"\n" };
+        let toml = format!("kind = \"fair_policer\"\nrate = \"8mbit\"\n{bucket}{extra}");
+        let (bpf, core) = check(&toml, &arrivals);
+        let settings = Settings { match_dst: 1, prefix4: 32, prefix6: 128, test_clock: 1 };
+        let (mut clears, mut threshold_drops, mut listed) = (0, 0, 0);
+        for (agg, raw) in bpf.states().unwrap() {
+            let st: FpState = bytemuck::pod_read_unaligned(&raw);
+            let Some((_, ratekit_core::AnyPolicer::FairPolicer(fp))) = core.get(&agg.id()) else { panic!("no core twin") };
+            let s = fp.stats();
+            let what = format!("{name}: aggregate {}", agg.ip());
+            assert_eq!(st.occupied, fp.occupied(), "{what}: Σ o_i");
+            assert_eq!(st.len as usize, fp.active_len(), "{what}: active list");
+            assert_eq!((st.allocation_steps, st.residue_clears), (s.allocation_steps, s.residue_clears), "{what}");
+            assert_eq!(st.stats.drops_by_reason[2], s.threshold_drops, "{what}: threshold drops");
+            assert_eq!(st.stats.drops_by_reason[0], s.overlimit_drops, "{what}: overlimit drops");
+            assert_eq!(st.list_full_drops, 0, "{what}: the vectors stay within the list bound");
+            let sketch = fp.sketch();
+            for r in 0..sketch.depth() {
+                let sum: u64 = st.sketch[r].iter().map(|&c| c as u64).sum();
+                assert_eq!(sum, sketch.row_sum(r), "{what}: row {r}");
+            }
+            for a in arrivals.iter() {
+                let pkt = parse(&a.frame, &settings).unwrap().pkt;
+                if pkt.aggregate == agg.id() {
+                    let est = (0..sketch.depth()).map(|r| st.sketch[r][sketch.column(r, pkt.flow)]).min().unwrap();
+                    assert_eq!(est, fp.estimate(pkt.flow), "{what}: flow {:x}", pkt.flow);
+                }
+            }
+            clears += s.residue_clears;
+            threshold_drops += s.threshold_drops;
+            listed += st.len;
+        }
+        assert!(threshold_drops > 0, "{name}: the per-flow threshold never acted");
+        assert!(listed > 0, "{name}: no flow left holding tokens at the end");
+        if *collide {
+            assert!(clears > 0, "{name}: collisions never left a residue to clear");
+        }
+    }
+}
+
+/// Configs beyond the BPF FairPolicer's bounds are refused naming the field.
+#[test]
+fn fair_policer_bounds_are_named() {
+    use ratekit_dataplane::bpf::BpfParams;
+    for (extra, field) in [
+        ("sketch_width = 8192", "sketch_width"),
+        ("sketch_depth = 5", "sketch_depth"),
+        ("token_unit = 1", "token_unit"),
+    ] {
+        let cfg = EnforcerConfig::from_toml(&format!("kind = \"fair_policer\"\nrate = \"8mbit\"\nbucket = \"1mb\"\n{extra}")).unwrap();
+        let err = BpfParams::from_config(&cfg).unwrap_err().to_string();
+        assert!(err.starts_with(field), "{extra}: {err}");
+    }
+    let ok = EnforcerConfig::from_toml("kind = \"fair_policer\"\nrate = \"8mbit\"\nbucket = \"1mb\"").unwrap();
+    assert_eq!(BpfParams::from_config(&ok).unwrap().program(), "fair_policer");
 }
