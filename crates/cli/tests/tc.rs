@@ -137,3 +137,42 @@ fn tc_bcpqp_holds_rate_and_updates_live() {
     assert!(ok && out.contains("detached"), "{out}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// FairPolicer as tc-BPF: a one-flow flood is held to rate + bucket, a live rate change keeps
+/// the state, and a sketch beyond the program's bounds is refused naming the field.
+#[test]
+fn tc_fair_policer_holds_rate_and_updates_live() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: tc-BPF and namespaces need root");
+        return;
+    }
+    let a = Netns::create("tcf-a").unwrap();
+    let b = Netns::create("tcf-b").unwrap();
+    veth(&a, "a0", "10.77.0.1/24", &b, "b0", "10.77.0.2/24").unwrap();
+    let dir = std::env::temp_dir().join(format!("rk-tcf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = |rate: &str, width: u32| {
+        let p = dir.join(format!("fp-{rate}-{width}.toml"));
+        std::fs::write(&p, format!("kind = \"fair_policer\"\nrate = \"{rate}\"\nbucket = \"20kb\"\nsketch_width = {width}\n")).unwrap();
+        p.to_string_lossy().into_owned()
+    };
+    let (ok, out) = ratekit(&["tc", "attach", "--netns", &b.name, "--dev", "b0", "--config", &cfg("8mbit", 8192)]);
+    assert!(!ok && out.contains("sketch_width") && out.contains("at most 4 x 4096"), "{out}");
+    let (ok, out) = ratekit(&["tc", "attach", "--netns", &b.name, "--dev", "b0", "--config", &cfg("8mbit", 1024)]);
+    assert!(ok && out.contains("attached fair_policer"), "{out}");
+    let secs = 1.5;
+    flood(&a, secs);
+    let first = passed_bytes(&b.name);
+    let (rate, bucket) = (1_000_000.0, 20.0 * 1024.0);
+    assert!((first as f64) < rate * secs * 1.05 + bucket + 3000.0, "passed {first} B in {secs} s at 8mbit");
+    assert!((first as f64) > rate * secs * 0.9, "passed only {first} B in {secs} s at 8mbit");
+    let (ok, out) = ratekit(&["tc", "attach", "--netns", &b.name, "--dev", "b0", "--config", &cfg("16mbit", 1024)]);
+    assert!(ok && out.contains("state kept"), "{out}");
+    assert_eq!(passed_bytes(&b.name), first);
+    flood(&a, secs);
+    let second = passed_bytes(&b.name) - first;
+    assert!((second as f64) > 2.0 * rate * secs * 0.9 && (second as f64) < 2.0 * rate * secs * 1.05 + bucket + 3000.0, "passed {second} B at 16mbit");
+    let (ok, out) = ratekit(&["tc", "detach", "--netns", &b.name, "--dev", "b0"]);
+    assert!(ok && out.contains("detached"), "{out}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
