@@ -24,6 +24,9 @@ fn main() -> anyhow::Result<()> {
         ("pqp (16 queues, fair)", "kind = \"pqp\"\nrate = \"20mbit\"\nqueue_size = \"580kb\""),
         ("bcpqp (16 queues, fair)", "kind = \"bcpqp\"\nrate = \"20mbit\"\nqueue_size = \"5800kb\""),
         ("bcpqp (4 queues, priority(0, weighted(1:1, 2:2), 3))", "kind = \"bcpqp\"\nrate = \"20mbit\"\nqueues = 4\nqueue_size = \"5800kb\"\npolicy = \"priority(0, weighted(1:1, 2:2), 3)\""),
+        ("fair_policer (4 x 1024 sketch)", "kind = \"fair_policer\"\nrate = \"20mbit\"\nbucket = 50000"),
+        // A rate far above the flood: every packet allocates, passes and updates the sketch.
+        ("fair_policer (4 x 1024 sketch, rate far above the flood)", "kind = \"fair_policer\"\nrate = \"100gbit\"\nbucket = \"1mb\""),
     ] {
         let cfg = EnforcerConfig::from_toml(toml)?;
         let p = BpfPolicer::load(&cfg, &LoadOptions::default())?;

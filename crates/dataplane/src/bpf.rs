@@ -206,7 +206,7 @@ fn fp_params(c: &ratekit_core::fair_policer::FairPolicerConfig) -> Result<FpPara
     // keeps the allocation loop within bpf_loop's cap: it always runs to where the core's stops.
     let steps = FP_ACTIVE as u64 * (c.bucket.0 / c.token_unit.0 + 1);
     if steps > FP_STEPS {
-        return out_of_bounds("token_unit", format!("bucket / token_unit = {} must stay below {}", c.bucket.0 / c.token_unit.0, FP_STEPS / FP_ACTIVE as u64 - 1));
+        return out_of_bounds("token_unit", format!("bucket / token_unit = {} must be at most {}", c.bucket.0 / c.token_unit.0, FP_STEPS / FP_ACTIVE as u64 - 1));
     }
     let mut p: FpParams = bytemuck::Zeroable::zeroed();
     for (r, (a, b)) in ratekit_core::count_min::row_constants(c.seed, c.sketch_depth as usize).into_iter().enumerate() {
