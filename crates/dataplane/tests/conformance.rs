@@ -278,3 +278,28 @@ fn fair_policer_bounds_are_named() {
     let ok = EnforcerConfig::from_toml("kind = \"fair_policer\"\nrate = \"8mbit\"\nbucket = \"1mb\"").unwrap();
     assert_eq!(BpfParams::from_config(&ok).unwrap().program(), "fair_policer");
 }
+
+/// The BPF FairPolicer's one departure from the core: at most 256 flows on an aggregate's
+/// active list. Flows beyond it are dropped as overlimit (never admitted unlisted) until the
+/// list drains; flows already listed keep passing.
+#[test]
+fn fair_policer_list_bound() {
+    if !root() {
+        return;
+    }
+    let cfg = EnforcerConfig::from_toml("kind = \"fair_policer\"\nrate = \"8mbit\"\nbucket = \"1mb\"").unwrap();
+    let bpf = load(&cfg).expect("needs root");
+    let (src, dst): (IpAddr, IpAddr) = ("10.8.0.1".parse().unwrap(), "10.9.0.1".parse().unwrap());
+    let frame = |flow: u16| build_frame(src, dst, 1000 + flow, 5201, IPPROTO_UDP, 0, 100);
+    // All at one instant: no credit, so no flow leaves the list.
+    let passed: Vec<bool> = (0..300).map(|f| bpf.test_run(&frame(f), 1_000).unwrap().is_pass()).collect();
+    assert!(passed[..256].iter().all(|&p| p), "the first 256 flows must pass");
+    assert!(passed[256..].iter().all(|&p| !p), "flows beyond the list bound must be dropped");
+    assert!(bpf.test_run(&frame(3), 1_000).unwrap().is_pass(), "a listed flow keeps passing");
+    let st: FpState = bytemuck::pod_read_unaligned(&bpf.states().unwrap()[0].1);
+    assert_eq!((st.len, st.list_full_drops, st.stats.drops_by_reason[0]), (256, 44, 44));
+    // One second later 10⁶ bytes of credit have drained every listed flow: room again.
+    assert!(bpf.test_run(&frame(299), 1_000_001_000).unwrap().is_pass());
+    let st: FpState = bytemuck::pod_read_unaligned(&bpf.states().unwrap()[0].1);
+    assert_eq!(st.len, 1);
+}
