@@ -152,11 +152,20 @@ static long fp_step(__u64 i, void *data)
 	return 0;
 }
 
+/* Turn i clears counters 2i and 2i + 1 of the d x w in use (w ≥ 2): the counters outside are
+ * never read under this shape, and a later shape clears its own when it starts. */
 static long fp_clear_step(__u64 i, void *data)
 {
-	struct fp_state *st = ((struct fp_ctx *)data)->st;
-	st->sketch[i & (FP_DEPTH * FP_WIDTH - 1)] = 0;
+	struct fp_ctx *c = data;
+	__u32 half = 63 - (c->P->shift & 63); /* log2(w / 2) */
+	__u64 at = (i >> half) * FP_WIDTH + (i & ((1ULL << half) - 1)) * 2;
+	*(__u64 *)&c->st->sketch[at & (FP_DEPTH * FP_WIDTH - 2)] = 0;
 	return 0;
+}
+
+static __always_inline void fp_clear(struct fp_ctx *c)
+{
+	bpf_loop(c->P->depth << (63 - (c->P->shift & 63)), fp_clear_step, c, 0);
 }
 
 static long fp_find(__u64 i, void *data)
@@ -186,7 +195,7 @@ static __always_inline void fp_allocate(struct fp_ctx *c, __u64 now)
 	/* Empty list: the bucket is full and further tokens are discarded. */
 	st->credit_nb = 0;
 	if (st->occupied != 0) {
-		bpf_loop(FP_DEPTH * FP_WIDTH, fp_clear_step, c, 0);
+		fp_clear(c);
 		st->occupied = 0;
 		st->residue_clears++;
 	}
@@ -255,7 +264,7 @@ int rk_fair_policer(struct __sk_buff *skb)
 		/* a new aggregate (all zero, shape 0), or a live update to another sketch or bucket:
 		 * start afresh */
 		if (st->shape != 0)
-			bpf_loop(FP_DEPTH * FP_WIDTH, fp_clear_step, &c, 0);
+			fp_clear(&c);
 		st->head = 0;
 		st->len = 0;
 		st->occupied = 0;

@@ -303,3 +303,31 @@ fn fair_policer_list_bound() {
     let st: FpState = bytemuck::pod_read_unaligned(&bpf.states().unwrap()[0].1);
     assert_eq!(st.len, 1);
 }
+
+/// A live change of the bucket (or sketch) restarts the sketch and the list, keeping the
+/// counters; a rate change keeps them.
+#[test]
+fn fair_policer_live_update() {
+    use ratekit_dataplane::bpf::BpfParams;
+    if !root() {
+        return;
+    }
+    let toml = |rate: &str, bucket: u32| format!("kind = \"fair_policer\"\nrate = \"{rate}\"\nbucket = {bucket}\nsketch_width = 4096");
+    let bpf = load(&EnforcerConfig::from_toml(&toml("8mbit", 100_000)).unwrap()).expect("needs root");
+    let (src, dst): (IpAddr, IpAddr) = ("10.8.0.1".parse().unwrap(), "10.9.0.1".parse().unwrap());
+    let frame = |flow: u16| build_frame(src, dst, 1000 + flow, 5201, IPPROTO_UDP, 0, 1000);
+    let state = || -> FpState { bytemuck::pod_read_unaligned(&bpf.states().unwrap()[0].1) };
+    let row_sums = |st: &FpState| st.sketch.iter().map(|row| row.iter().map(|&c| c as u64).sum()).collect::<Vec<u64>>();
+    for f in 0..40 {
+        assert!(bpf.test_run(&frame(f), 1_000).unwrap().is_pass());
+    }
+    assert_eq!((state().len, state().occupied), (40, 40_000));
+    bpf.set_params(&BpfParams::from_config(&EnforcerConfig::from_toml(&toml("16mbit", 100_000)).unwrap()).unwrap()).unwrap();
+    assert!(bpf.test_run(&frame(40), 1_000).unwrap().is_pass());
+    assert_eq!((state().len, state().occupied), (41, 41_000), "a rate change keeps the flows' tokens");
+    bpf.set_params(&BpfParams::from_config(&EnforcerConfig::from_toml(&toml("16mbit", 90_000)).unwrap()).unwrap()).unwrap();
+    assert!(bpf.test_run(&frame(41), 1_000).unwrap().is_pass());
+    let st = state();
+    assert_eq!((st.len, st.occupied, st.stats.passed_packets), (1, 1000, 42), "a bucket change restarts, counters kept");
+    assert_eq!(row_sums(&st), vec![1000; 4], "every counter in use was cleared");
+}
