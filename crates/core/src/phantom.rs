@@ -127,11 +127,8 @@ impl PhantomPolicy {
         self.leaf_of_queue.len()
     }
 
-    /// A lower bound on [`PhantomQueues::expected_share`] of queue `q` whatever the state: the
-    /// same floor divisions with every sibling counted active (a larger denominator), and 0
-    /// below a `priority` node's first child (higher classes may use everything). Each step is
-    /// monotone in `b`, so the bound holds through any depth.
-    pub fn share_floor(&self, q: usize, budget: u64) -> u64 {
+    /// The nodes from queue `q`'s leaf up to (not including) the root, leaf first, and how many.
+    fn path_to(&self, q: usize) -> ([u16; MAX_DEPTH + 1], usize) {
         let mut path = [0u16; MAX_DEPTH + 1];
         let mut depth = 0;
         let mut node = self.leaf_of_queue[q];
@@ -140,6 +137,15 @@ impl PhantomPolicy {
             depth += 1;
             node = self.nodes[node as usize].parent;
         }
+        (path, depth)
+    }
+
+    /// A lower bound on [`PhantomQueues::expected_share`] of queue `q` whatever the state: the
+    /// same floor divisions with every sibling counted active (a larger denominator), and 0
+    /// below a `priority` node's first child (higher classes may use everything). Each step is
+    /// monotone in `b`, so the bound holds through any depth.
+    pub fn share_floor(&self, q: usize, budget: u64) -> u64 {
+        let (path, depth) = self.path_to(q);
         let mut b = budget;
         for &child in path[..depth].iter().rev() {
             let c = &self.nodes[child as usize];
@@ -595,14 +601,7 @@ impl PhantomQueues {
     /// not (a higher class that is between packets still uses its rate).
     /// BC-PQP's r_i*·T (000 §4, algorithms.md §3).
     pub fn expected_share(&self, policy: &PhantomPolicy, q: usize, budget: u64, demand: &impl Fn(usize) -> u64) -> u64 {
-        let mut path = [0u16; MAX_DEPTH + 1];
-        let mut depth = 0;
-        let mut node = policy.leaf_of_queue[q];
-        while node != 0 {
-            path[depth] = node;
-            depth += 1;
-            node = policy.nodes[node as usize].parent;
-        }
+        let (path, depth) = policy.path_to(q);
         let mut b = budget;
         let mut parent = 0u16;
         for &child in path[..depth].iter().rev() {

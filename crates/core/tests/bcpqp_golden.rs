@@ -11,7 +11,7 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use ratekit_core::bcpqp::{BcPqp, BcPqpConfig};
-use ratekit_core::pqp::{Pqp, PqpConfig};
+use ratekit_core::pqp::Pqp;
 use ratekit_core::{Bytes, Classify, DropReason, Duration, Instant, Packet, Policer, Rate, Verdict};
 use std::fmt::Write as _;
 
@@ -133,22 +133,6 @@ fn digests() -> String {
     for (si, shape) in shapes.into_iter().enumerate() {
         let arr = trace(100 + si as u64, shape);
         for case in cases() {
-            let pqp = PqpConfig {
-                rate: Rate(RATE),
-                queues: case.queues,
-                queue_size: Bytes(queue_size(shape)),
-                classify: case.classify,
-                policy: case.policy.into(),
-                weights: case.weights.clone(),
-            };
-            pqp.validate().unwrap();
-            let pd = run(Pqp::new(&pqp), &arr, |p, d| {
-                for q in 0..case.queues as usize {
-                    d.word(p.occupancy_nb(q));
-                }
-                let s = p.stats();
-                d.word(s.passed_bytes);
-            });
             let bc = BcPqpConfig {
                 rate: Rate(RATE),
                 queues: case.queues,
@@ -161,6 +145,15 @@ fn digests() -> String {
                 window: Duration::from_millis(50),
             };
             bc.validate().unwrap();
+            let pqp = bc.pqp();
+            pqp.validate().unwrap();
+            let pd = run(Pqp::new(&pqp), &arr, |p, d| {
+                for q in 0..case.queues as usize {
+                    d.word(p.occupancy_nb(q));
+                }
+                let s = p.stats();
+                d.word(s.passed_bytes);
+            });
             let mut events = (0, 0);
             let bd = run(BcPqp::new(&bc), &arr, |p, d| {
                 for q in 0..case.queues as usize {
