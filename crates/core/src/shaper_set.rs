@@ -16,7 +16,8 @@
 use crate::config::ConfigError;
 use crate::shaper::{Shaper, ShaperConfig};
 use crate::{Dropped, Instant, Packet, QueueDiscipline};
-use std::collections::{HashMap, VecDeque};
+use crate::fast_hash::FastMap;
+use std::collections::VecDeque;
 
 #[derive(Debug, Clone, Copy)]
 struct Entry {
@@ -26,7 +27,9 @@ struct Entry {
 
 pub struct ShaperSet {
     prototype: Shaper,
-    index: HashMap<u64, u32>,
+    /// The same hasher as the policers' `Aggregates`, so that the bench compares enforcers,
+    /// not hash functions.
+    index: FastMap<u64, u32>,
     shapers: Vec<Shaper>,
     scheduled: Vec<bool>,
     slot_ns: u64,
@@ -48,7 +51,7 @@ impl ShaperSet {
         let n = cfg.wheel_slots as usize;
         Ok(ShaperSet {
             prototype,
-            index: HashMap::new(),
+            index: FastMap::default(),
             shapers: Vec::new(),
             scheduled: Vec::new(),
             slot_ns: cfg.wheel_slot_width().0,
