@@ -274,6 +274,7 @@ impl BcPqp {
     }
 
     /// Ends queue `q`'s window at `now`: removes its magic if it accepted less than θ−·X_i.
+    #[inline(never)]
     fn close_window(&mut self, q: usize, now: u64) {
         let magic = self.magic_nb(q);
         if magic > 0 {
@@ -295,38 +296,57 @@ impl BcPqp {
 
     /// Closes the run-out windows of every queue holding magic, in queue order (once per
     /// window of each such queue).
+    #[inline(never)]
     fn close_magic_windows(&mut self, now: u64) {
         let mut next = u64::MAX;
         let mut still = 0u64;
-        let mut visit = |this: &mut Self, q: usize| {
-            if this.state[q].magic_nb == 0 {
-                return;
-            }
-            if this.state[q].window_end <= now {
-                this.close_window(q, now);
-            }
-            // The stored M_i may exceed what is left (min(M_i, L_i)); a spare deadline only
-            // costs a look at a window that has no magic left to remove.
-            if this.state[q].magic_nb > 0 {
-                next = next.min(this.state[q].window_end);
-                still |= 1 << (q & 63);
-            }
-        };
         let n = self.state.len();
         if n <= 64 {
             let mut bits = self.magic_queues;
             while bits != 0 {
-                visit(self, bits.trailing_zeros() as usize);
+                self.visit_magic_window(bits.trailing_zeros() as usize, now, &mut next, &mut still);
                 bits &= bits - 1;
             }
         } else {
             let mask = self.magic_queues;
             for q in (0..n).filter(|q| mask & (1 << (q & 63)) != 0) {
-                visit(self, q);
+                self.visit_magic_window(q, now, &mut next, &mut still);
             }
         }
         self.magic_queues = still;
         self.magic_deadline = next;
+    }
+
+    /// One queue of [`Self::close_magic_windows`]: closes its window if it holds magic and the
+    /// window has run out, and keeps it in the deadline and summary while it still holds some.
+    #[inline(always)]
+    fn visit_magic_window(&mut self, q: usize, now: u64, next: &mut u64, still: &mut u64) {
+        let st = &self.state[q];
+        let (mut magic, mut end) = (st.magic_nb, st.window_end);
+        if magic == 0 {
+            return;
+        }
+        if end <= now {
+            self.close_window(q, now);
+            let st = &self.state[q];
+            (magic, end) = (st.magic_nb, st.window_end);
+        }
+        // The stored M_i may exceed what is left (min(M_i, L_i)); a spare deadline only
+        // costs a look at a window that has no magic left to remove.
+        if magic > 0 {
+            *next = (*next).min(end);
+            *still |= 1 << (q & 63);
+        }
+    }
+
+    /// The θ+ test of an accepted packet to queue `q`, which holds no magic: fills it if its
+    /// window accepted more than θ+·X_i.
+    #[inline(never)]
+    fn check_theta_plus(&mut self, q: usize, t: u64) {
+        let x = self.expected_window_nb(q, Instant(t));
+        if Self::compare(self.state[q].accepted, self.burst.theta_plus, x).is_gt() {
+            self.fill_with_magic(q, t);
+        }
     }
 
     /// Fills queue `q` with magic up to B and restarts its window (000 §4).
@@ -351,6 +371,7 @@ impl BcPqp {
 /// Magic drains last: when service leaves a queue with `occ` nano-bytes, at most that much of
 /// it can still be magic. Queues outside `may_hold` (see `BcPqp::magic_queues`) hold none.
 fn clamp_magic(state: &mut [BurstState], may_hold: u64) -> impl FnMut(usize, u64) + '_ {
+    #[inline(always)]
     move |q, occ| {
         if may_hold & (1 << (q & 63)) != 0 {
             let m = &mut state[q].magic_nb;
@@ -373,16 +394,17 @@ impl Policer for BcPqp {
         let len = pkt.len as u64;
         let occupancy = self.core.occupancy_nb(q);
         let magic = self.state[q].magic_nb.min(occupancy);
-        let room_without_magic = (occupancy - magic).saturating_add(len * NANOS_PER_SEC) <= self.core.params().queue_size_nb;
-        let reason = if room_without_magic { DropReason::BurstControl } else { DropReason::Overlimit };
+        let size = self.core.params().queue_size_nb;
+        let reason = || {
+            let room_without_magic = (occupancy - magic).saturating_add(len * NANOS_PER_SEC) <= size;
+            if room_without_magic { DropReason::BurstControl } else { DropReason::Overlimit }
+        };
         let verdict = self.core.admit(q, occupancy, len, reason, &mut clamp_magic(&mut self.state, self.magic_queues));
         if verdict.is_pass() {
-            self.state[q].accepted += len;
-            if magic == 0 && self.state[q].accepted > self.burst.theta_plus_floor[q] {
-                let x = self.expected_window_nb(q, now);
-                if Self::compare(self.state[q].accepted, self.burst.theta_plus, x).is_gt() {
-                    self.fill_with_magic(q, t);
-                }
+            let st = &mut self.state[q];
+            st.accepted += len;
+            if magic == 0 && st.accepted > self.burst.theta_plus_floor[q] {
+                self.check_theta_plus(q, t);
             }
         }
         verdict

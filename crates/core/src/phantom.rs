@@ -49,6 +49,9 @@ pub struct PhantomPolicy {
     /// Every inner node's children in order, at the node's `first_slot`.
     children: Vec<u16>,
     leaf_of_queue: Vec<u16>,
+    /// Each queue's weight within its parent (its leaf's `weight`), without the detour via
+    /// `nodes` on the per-packet paths.
+    weight_of_queue: Vec<u32>,
     inner_count: usize,
     slot_count: usize,
     depth: usize,
@@ -73,6 +76,7 @@ impl PhantomPolicy {
             nodes: Vec::new(),
             children: Vec::new(),
             leaf_of_queue: Vec::new(),
+            weight_of_queue: Vec::new(),
             inner_count: 0,
             slot_count: 0,
             depth: 0,
@@ -80,6 +84,7 @@ impl PhantomPolicy {
             flat_fair: false,
         };
         p.add(root, 0, 1, 0, 1)?;
+        p.weight_of_queue = p.leaf_of_queue.iter().map(|&leaf| p.nodes[leaf as usize].weight).collect();
         p.flat_share = p.depth <= 2 && p.nodes[0].kind == Kind::Share;
         p.flat_fair = p.flat_share && p.nodes.iter().all(|n| n.weight == 1);
         if p.nodes.len() > u16::MAX as usize {
@@ -212,7 +217,7 @@ impl PhantomQueues {
     }
 
     /// Occupancy of queue `q` in nano-bytes, with any deferred service applied.
-    #[inline]
+    #[inline(always)]
     pub fn occupancy(&self, policy: &PhantomPolicy, q: usize) -> u64 {
         let stored = self.occupancy[q];
         if self.deferred == 0 || stored == 0 {
@@ -224,12 +229,11 @@ impl PhantomQueues {
     /// What [`Self::water_fill`] would take from active queue `q` if the deferred service were
     /// handed out now. Below `defer_limit` no queue empties, so it is ⌊D/W⌋·w_q, plus the whole
     /// remainder D − ⌊D/W⌋·W for the first queue of the list (whose slack exceeds W).
-    #[inline]
+    #[inline(always)]
     fn deferred_share(&self, policy: &PhantomPolicy, q: usize) -> u64 {
-        let leaf = policy.leaf_of_queue[q];
         let (unit, spare) = div_rem_by_reciprocal(self.deferred, self.inner[0].active_weight, self.weight_reciprocal);
-        let w = if policy.flat_fair { 1 } else { policy.nodes[leaf as usize].weight as u64 };
-        unit * w + if self.slots[0] == leaf { spare } else { 0 }
+        let part = if policy.flat_fair { unit } else { unit * policy.weight_of_queue[q] as u64 };
+        part + if self.slots[0] == policy.leaf_of_queue[q] { spare } else { 0 }
     }
 
     /// Total occupancy of all queues in nano-bytes (deferred service applied).
@@ -306,22 +310,34 @@ impl PhantomQueues {
     }
 
     /// Adds `nb` nano-bytes to queue `q`, activating it (and its ancestors) if it was empty.
+    #[inline(always)]
     pub fn add(&mut self, policy: &PhantomPolicy, q: usize, nb: u64, on_drain: &mut impl FnMut(usize, u64)) {
         if nb == 0 {
             return;
         }
-        let mut node = policy.leaf_of_queue[q];
-        let was_empty = self.occupancy[q] == 0;
-        if !was_empty {
-            // The common case: no list changes, only the backlogs on the way up grow.
-            self.occupancy[q] += nb;
+        if self.occupancy[q] == 0 {
+            self.activate(policy, q, nb, on_drain);
+            return;
+        }
+        // The common case: no list changes, only the backlogs on the way up grow.
+        self.occupancy[q] += nb;
+        if policy.flat_share {
+            // Every queue's parent is the root, inner node 0.
+            self.inner[0].backlog += nb;
+        } else {
+            let mut node = policy.leaf_of_queue[q];
             while node != 0 {
                 let parent = policy.nodes[node as usize].parent;
                 self.inner[policy.nodes[parent as usize].index as usize].backlog += nb;
                 node = parent;
             }
-            return;
         }
+    }
+
+    /// [`Self::add`] to an empty queue: it joins its parent's active list (and so on up).
+    #[inline(never)]
+    fn activate(&mut self, policy: &PhantomPolicy, q: usize, nb: u64, on_drain: &mut impl FnMut(usize, u64)) {
+        let mut node = policy.leaf_of_queue[q];
         // A new active queue changes everyone's share: settle the old shares first.
         self.flush(policy, on_drain);
         self.occupancy[q] += nb;
@@ -600,7 +616,18 @@ impl PhantomQueues {
     /// leave, where a higher branch uses `demand(queue)` summed over all its queues, empty or
     /// not (a higher class that is between packets still uses its rate).
     /// BC-PQP's r_i*·T (000 §4, algorithms.md §3).
+    #[inline]
     pub fn expected_share(&self, policy: &PhantomPolicy, q: usize, budget: u64, demand: &impl Fn(usize) -> u64) -> u64 {
+        if policy.flat_share {
+            // The walk below in closed form: one share node, the root, above every queue.
+            let w = policy.weight_of_queue[q] as u64;
+            let wsum = self.inner[0].active_weight + if self.occupancy[q] == 0 { w } else { 0 };
+            return share_of(budget, w, wsum);
+        }
+        self.expected_share_walk(policy, q, budget, demand)
+    }
+
+    fn expected_share_walk(&self, policy: &PhantomPolicy, q: usize, budget: u64, demand: &impl Fn(usize) -> u64) -> u64 {
         let (path, depth) = policy.path_to(q);
         let mut b = budget;
         let mut parent = 0u16;
@@ -613,10 +640,7 @@ impl PhantomQueues {
                 Kind::Share => {
                     let w = cinfo.weight as u64;
                     let wsum = st.active_weight + if child_idle { w } else { 0 };
-                    b = match b.checked_mul(w) {
-                        Some(bw) => bw / wsum,
-                        None => ((b as u128 * w as u128) / wsum as u128) as u64,
-                    };
+                    b = share_of(b, w, wsum);
                 }
                 Kind::Priority => {
                     let base = pinfo.first_slot as usize;
@@ -634,6 +658,15 @@ impl PhantomQueues {
         b
     }
 
+}
+
+/// ⌊b·w/wsum⌋, in 64 bits when b·w fits.
+#[inline]
+fn share_of(b: u64, w: u64, wsum: u64) -> u64 {
+    match b.checked_mul(w) {
+        Some(bw) => bw / wsum,
+        None => ((b as u128 * w as u128) / wsum as u128) as u64,
+    }
 }
 
 fn subtree_demand(policy: &PhantomPolicy, node: u16, demand: &impl Fn(usize) -> u64) -> u64 {

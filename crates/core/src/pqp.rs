@@ -147,7 +147,7 @@ impl Pqp {
     }
 
     /// Occupancy L_i of queue `q` in nano-bytes (bytes × 10⁹), as of the last arrival.
-    #[inline]
+    #[inline(always)]
     pub fn occupancy_nb(&self, q: usize) -> u64 {
         self.queues.occupancy(&self.params.policy, q)
     }
@@ -175,9 +175,16 @@ impl Pqp {
     }
 
     /// Admits `bytes` into queue `q` if it fits; counts the verdict. `occupancy` is L_i as
-    /// [`Self::occupancy_nb`] reports it now.
-    #[inline]
-    pub(crate) fn admit(&mut self, q: usize, occupancy: u64, bytes: u64, full: DropReason, on_drain: &mut impl FnMut(usize, u64)) -> Verdict {
+    /// [`Self::occupancy_nb`] reports it now; `full` names the drop reason (asked on drops only).
+    #[inline(always)]
+    pub(crate) fn admit(
+        &mut self,
+        q: usize,
+        occupancy: u64,
+        bytes: u64,
+        full: impl FnOnce() -> DropReason,
+        on_drain: &mut impl FnMut(usize, u64),
+    ) -> Verdict {
         let nb = bytes.saturating_mul(NANOS_PER_SEC);
         if occupancy.saturating_add(nb) <= self.params.queue_size_nb {
             self.queues.add(&self.params.policy, q, nb, on_drain);
@@ -187,7 +194,7 @@ impl Pqp {
         } else {
             self.stats.dropped_packets += 1;
             self.stats.dropped_bytes += bytes;
-            Verdict::Drop(full)
+            Verdict::Drop(full())
         }
     }
 }
@@ -198,7 +205,7 @@ impl Policer for Pqp {
         let q = self.queue_of(pkt);
         self.advance(now, &mut |_, _| {});
         let occupancy = self.occupancy_nb(q);
-        self.admit(q, occupancy, pkt.len as u64, DropReason::Overlimit, &mut |_, _| {})
+        self.admit(q, occupancy, pkt.len as u64, || DropReason::Overlimit, &mut |_, _| {})
     }
 }
 
