@@ -12,26 +12,121 @@ fn ratekit(args: &[&str]) -> (bool, String) {
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
 }
 
+/// One flood at a time: each is a rate measured over wall time, and two at once on a 2-core
+/// machine would take the CPU from each other's sender (the libtest default runs 2 tests at once).
+static FLOODS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// IP bytes of one flood datagram (the BPF programs count IP lengths): 1400 + UDP 8 + IPv4 20.
+const PACKET: f64 = 1428.0;
+
+/// What a flood offered, timed at the sender.
+struct Flood {
+    /// From the first send to the return of the last one.
+    secs: f64,
+    /// Gaps between consecutive sends longer than 1 ms (the thread was descheduled).
+    pauses: Vec<f64>,
+}
+
 /// Sends 1400-byte UDP datagrams from `a` to 10.77.0.2:9000 as fast as possible for `secs`.
-fn flood(a: &Netns, secs: f64) {
+fn flood(a: &Netns, secs: f64) -> Flood {
     std::thread::scope(|s| {
         s.spawn(|| {
             a.enter().unwrap();
+            // Root (these tests need it): the flood thread outranks other work on a loaded
+            // machine, so that what it offers is a flood and not the gaps between time slices.
+            assert_eq!(unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -20) }, 0);
             let sock = UdpSocket::bind("10.77.0.1:0").unwrap();
             let buf = [0u8; 1400];
-            let end = Instant::now() + Duration::from_secs_f64(secs);
-            while Instant::now() < end {
+            let start = Instant::now();
+            let end = start + Duration::from_secs_f64(secs);
+            let (mut last, mut pauses) = (start, Vec::new());
+            while last < end {
                 let _ = sock.send_to(&buf, "10.77.0.2:9000");
+                let now = Instant::now();
+                if now - last > Duration::from_millis(1) {
+                    pauses.push((now - last).as_secs_f64());
+                }
+                last = now;
             }
-        });
-    });
+            Flood { secs: (last - start).as_secs_f64(), pauses }
+        })
+        .join()
+        .unwrap()
+    })
 }
 
+/// Bytes the program passed for the flood's aggregate. Only that one: the kernel's own IPv6
+/// traffic on a fresh link (router solicitations, MLD reports, seconds after link-up) reaches
+/// the hook too, as other aggregates, at times of its choosing.
 fn passed_bytes(ns: &str) -> u64 {
     let (ok, out) = ratekit(&["tc", "stats", "--netns", ns, "--dev", "b0", "--format", "json"]);
     assert!(ok, "{out}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    v["aggregates"].as_array().unwrap().iter().map(|a| a["passed_bytes"].as_u64().unwrap()).sum()
+    let aggregates = v["aggregates"].as_array().unwrap();
+    aggregates.iter().filter(|a| a["aggregate"] == "10.77.0.2").map(|a| a["passed_bytes"].as_u64().unwrap()).sum()
+}
+
+/// The counters once the kernel has processed what the flood left in the receive backlog
+/// (on a loaded machine that softirq work can run after the sender has returned): two reads
+/// agree. Bounded: a counter still moving after 5 s is a failure, not a wait.
+fn settled_passed_bytes(ns: &str) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut last = passed_bytes(ns);
+    loop {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = passed_bytes(ns);
+        if now == last {
+            return now;
+        }
+        assert!(Instant::now() < deadline, "passed bytes still changing 5 s after the flood: {last} -> {now}");
+        last = now;
+    }
+}
+
+/// Floods through a policer of `rate` bytes/s holding `depth` bytes (bucket full or phantom queue
+/// empty at the start) of which one flow can take `flow_depth`, and checks what passed against
+/// what the mechanism allows for the flood as it was offered, printing the margins.
+fn flood_and_check(what: &str, a: &Netns, ns: &str, before: u64, rate: f64, depth: f64, flow_depth: f64) -> u64 {
+    let _one = FLOODS.lock().unwrap_or_else(|e| e.into_inner());
+    let f = flood(a, 1.5);
+    let passed = (settled_passed_bytes(ns) - before) as f64;
+    // Upper: Theorem 1's r·Δt + B, Δt the flood's span at the hook. That can outlast the
+    // sender's span by the receive softirq finishing the backlog it left (≤ 1000 packets,
+    // netdev_max_backlog): 75 ms of tokens allow for that softirq losing a time slice or few.
+    // Two packets: the one that finds a fraction of a packet's tokens, and rounding.
+    let upper = depth + rate * (f.secs + 0.075) + 2.0 * PACKET;
+    // Lower: while it floods, every token goes to the flow; tokens are lost only while the
+    // sender pauses longer than the flow's depth takes to fill (flow_depth / rate). What the
+    // sender cannot see is the hook's own stalls (softirq work deferred to ksoftirqd): with
+    // two busy loops beside the other engineers' builds on 2 cores (load 6), and pinned to one
+    // core, 36 floods passed at least 0.9964 of this; 5 % is left for them. A policer 6 % slow,
+    // or a rate update that did not apply (half), fails it.
+    let overflow: f64 = f.pauses.iter().map(|p| (p - flow_depth / rate).max(0.0)).sum();
+    let offered_ideal = flow_depth + rate * (f.secs - overflow);
+    let lower = 0.95 * offered_ideal - PACKET;
+    let longest = f.pauses.iter().copied().fold(0.0, f64::max);
+    println!(
+        "{what}: passed {passed} B in {:.3} s, bounds [{lower:.0}, {upper:.0}] B ({:.4} of the pause-corrected ideal); \
+         sender paused {} times > 1 ms, longest {:.1} ms, {:.1} ms beyond flow_depth/rate",
+        f.secs,
+        passed / offered_ideal,
+        f.pauses.len(),
+        longest * 1e3,
+        overflow * 1e3
+    );
+    assert!(passed <= upper, "{what}: passed {passed} B in {:.3} s (max {upper:.0})", f.secs);
+    assert!(passed >= lower, "{what}: passed only {passed} B in {:.3} s (min {lower:.0})", f.secs);
+    passed as u64
+}
+
+/// Detaches the program on drop, so that a failed assert leaves no pinned maps behind in
+/// /sys/fs/bpf (the namespaces go with their `Netns`; declared before this, dropped after).
+struct Detach<'a>(&'a str);
+
+impl Drop for Detach<'_> {
+    fn drop(&mut self) {
+        let _ = ratekit(&["tc", "detach", "--netns", self.0, "--dev", "b0"]);
+    }
 }
 
 #[test]
@@ -52,22 +147,16 @@ fn tc_policer_holds_rate_and_updates_live() {
     };
     let (ok, out) = ratekit(&["tc", "attach", "--netns", &b.name, "--dev", "b0", "--ingress", "--config", &cfg("8mbit")]);
     assert!(ok && out.contains("attached token_bucket"), "{out}");
+    let _detach = Detach(&b.name);
     // Receiver: UDP to a closed port is dropped after the tc hook has counted it, which is enough.
-    let secs = 1.5;
-    flood(&a, secs);
-    let first = passed_bytes(&b.name);
     let (rate, burst) = (1_000_000.0, 20.0 * 1024.0);
-    let expect = rate * secs + burst;
-    assert!((first as f64) < expect * 1.05 + 3000.0, "passed {first} B in {secs} s at 8mbit (max {expect})");
-    assert!((first as f64) > rate * secs * 0.9, "passed only {first} B in {secs} s at 8mbit");
+    let first = flood_and_check("token_bucket 8mbit", &a, &b.name, 0, rate, burst, burst);
 
     // Live update: same kind, new rate; counters (state) survive.
     let (ok, out) = ratekit(&["tc", "attach", "--netns", &b.name, "--dev", "b0", "--config", &cfg("16mbit")]);
     assert!(ok && out.contains("state kept"), "{out}");
     assert_eq!(passed_bytes(&b.name), first);
-    flood(&a, secs);
-    let second = passed_bytes(&b.name) - first;
-    assert!((second as f64) > 2.0 * rate * secs * 0.9 && (second as f64) < 2.0 * rate * secs * 1.05 + burst + 3000.0, "passed {second} B at 16mbit");
+    flood_and_check("token_bucket 16mbit", &a, &b.name, first, 2.0 * rate, burst, burst);
 
     let (ok, prom) = ratekit(&["tc", "stats", "--netns", &b.name, "--dev", "b0", "--format", "prometheus"]);
     assert!(ok, "{prom}");
@@ -121,18 +210,13 @@ fn tc_bcpqp_holds_rate_and_updates_live() {
     assert!(!ok && out.contains("queues = 32") && out.contains("at most 16 queues"), "{out}");
     let (ok, out) = ratekit(&["tc", "attach", "--netns", &b.name, "--dev", "b0", "--config", &cfg("8mbit", 4)]);
     assert!(ok && out.contains("attached bcpqp"), "{out}");
-    let secs = 1.5;
-    flood(&a, secs);
-    let first = passed_bytes(&b.name);
+    let _detach = Detach(&b.name);
     let (rate, queue) = (1_000_000.0, 20.0 * 1024.0);
-    assert!((first as f64) < rate * secs * 1.05 + queue + 3000.0, "passed {first} B in {secs} s at 8mbit");
-    assert!((first as f64) > rate * secs * 0.9, "passed only {first} B in {secs} s at 8mbit");
+    let first = flood_and_check("bcpqp 8mbit", &a, &b.name, 0, rate, queue, queue);
     let (ok, out) = ratekit(&["tc", "attach", "--netns", &b.name, "--dev", "b0", "--config", &cfg("16mbit", 4)]);
     assert!(ok && out.contains("state kept"), "{out}");
     assert_eq!(passed_bytes(&b.name), first);
-    flood(&a, secs);
-    let second = passed_bytes(&b.name) - first;
-    assert!((second as f64) > 2.0 * rate * secs * 0.9 && (second as f64) < 2.0 * rate * secs * 1.05 + queue + 3000.0, "passed {second} B at 16mbit");
+    flood_and_check("bcpqp 16mbit", &a, &b.name, first, 2.0 * rate, queue, queue);
     let (ok, out) = ratekit(&["tc", "detach", "--netns", &b.name, "--dev", "b0"]);
     assert!(ok && out.contains("detached"), "{out}");
     std::fs::remove_dir_all(&dir).unwrap();
@@ -160,18 +244,14 @@ fn tc_fair_policer_holds_rate_and_updates_live() {
     assert!(!ok && out.contains("sketch_width") && out.contains("at most 4 x 4096"), "{out}");
     let (ok, out) = ratekit(&["tc", "attach", "--netns", &b.name, "--dev", "b0", "--config", &cfg("8mbit", 1024)]);
     assert!(ok && out.contains("attached fair_policer"), "{out}");
-    let secs = 1.5;
-    flood(&a, secs);
-    let first = passed_bytes(&b.name);
+    let _detach = Detach(&b.name);
     let (rate, bucket) = (1_000_000.0, 20.0 * 1024.0);
-    assert!((first as f64) < rate * secs * 1.05 + bucket + 3000.0, "passed {first} B in {secs} s at 8mbit");
-    assert!((first as f64) > rate * secs * 0.9, "passed only {first} B in {secs} s at 8mbit");
+    // One flow holds at most half the bucket: it passes while o_i < T = B − o_i (Eq. 5).
+    let first = flood_and_check("fair_policer 8mbit", &a, &b.name, 0, rate, bucket, bucket / 2.0);
     let (ok, out) = ratekit(&["tc", "attach", "--netns", &b.name, "--dev", "b0", "--config", &cfg("16mbit", 1024)]);
     assert!(ok && out.contains("state kept"), "{out}");
     assert_eq!(passed_bytes(&b.name), first);
-    flood(&a, secs);
-    let second = passed_bytes(&b.name) - first;
-    assert!((second as f64) > 2.0 * rate * secs * 0.9 && (second as f64) < 2.0 * rate * secs * 1.05 + bucket + 3000.0, "passed {second} B at 16mbit");
+    flood_and_check("fair_policer 16mbit", &a, &b.name, first, 2.0 * rate, bucket, bucket / 2.0);
     let (ok, out) = ratekit(&["tc", "detach", "--netns", &b.name, "--dev", "b0"]);
     assert!(ok && out.contains("detached"), "{out}");
     std::fs::remove_dir_all(&dir).unwrap();
