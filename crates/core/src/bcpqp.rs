@@ -247,6 +247,7 @@ impl BcPqp {
 
     /// X_i = r_i*·T in nano-bytes for queue `q`, given the queues non-empty at `now` and (under
     /// `priority`) what the higher-priority queues accepted per window lately.
+    #[inline]
     pub fn expected_window_nb(&self, q: usize, now: Instant) -> u64 {
         let (state, t, window) = (&self.state, now.0, self.burst.window.0);
         // A queue's demand per window: its running window or the last full one, whichever is
@@ -295,7 +296,8 @@ impl BcPqp {
     }
 
     /// Closes the run-out windows of every queue holding magic, in queue order (once per
-    /// window of each such queue).
+    /// window of each such queue). The stored M_i may exceed what is left (min(M_i, L_i)); a
+    /// spare deadline only costs a look at a window that has no magic left to remove.
     #[inline(never)]
     fn close_magic_windows(&mut self, now: u64) {
         let mut next = u64::MAX;
@@ -331,8 +333,6 @@ impl BcPqp {
             let st = &self.state[q];
             (magic, end) = (st.magic_nb, st.window_end);
         }
-        // The stored M_i may exceed what is left (min(M_i, L_i)); a spare deadline only
-        // costs a look at a window that has no magic left to remove.
         if magic > 0 {
             *next = (*next).min(end);
             *still |= 1 << (q & 63);

@@ -179,6 +179,10 @@ struct InnerState {
     active_weight: u64,
     /// How many of the node's slots hold non-empty children.
     active_len: u16,
+    /// Root of a flat `fair`/`weighted` policy only: the queue in its first slot as of the last
+    /// [`PhantomQueues::set_defer_limit`] (the deferred remainder's taker), so that
+    /// [`PhantomQueues::occupancy`] need not look it up. Fits in the padding.
+    head_queue: u16,
 }
 
 /// One aggregate's phantom queues. Occupancies are in nano-bytes (bytes × 10⁹), the unit of
@@ -231,9 +235,10 @@ impl PhantomQueues {
     /// remainder D − ⌊D/W⌋·W for the first queue of the list (whose slack exceeds W).
     #[inline(always)]
     fn deferred_share(&self, policy: &PhantomPolicy, q: usize) -> u64 {
-        let (unit, spare) = div_rem_by_reciprocal(self.deferred, self.inner[0].active_weight, self.weight_reciprocal);
+        let root = &self.inner[0];
+        let (unit, spare) = div_rem_by_reciprocal(self.deferred, root.active_weight, self.weight_reciprocal);
         let part = if policy.flat_fair { unit } else { unit * policy.weight_of_queue[q] as u64 };
-        part + if self.slots[0] == policy.leaf_of_queue[q] { spare } else { 0 }
+        part + if root.head_queue as usize == q { spare } else { 0 }
     }
 
     /// Total occupancy of all queues in nano-bytes (deferred service applied).
@@ -278,6 +283,7 @@ impl PhantomQueues {
         }
         let w = root.active_weight;
         self.weight_reciprocal = u64::MAX / w;
+        self.inner[0].head_queue = policy.nodes[self.slots[0] as usize].index;
         if m >= w {
             self.defer_limit = ((m - w + 1) as u128 * w as u128).min(u64::MAX as u128) as u64;
         }

@@ -88,6 +88,8 @@ pub struct PqpParams {
     pub classify: Classify,
     pub queues: usize,
     pub policy: PhantomPolicy,
+    /// N − 1 when packets go to hash(flow) mod N with N a power of two (then a mask).
+    flow_mask: Option<u64>,
 }
 
 impl PqpParams {
@@ -100,6 +102,7 @@ impl PqpParams {
             classify: cfg.classify,
             queues: cfg.queues as usize,
             policy,
+            flow_mask: (cfg.classify == Classify::Flow && cfg.queues.is_power_of_two()).then(|| cfg.queues as u64 - 1),
         }
     }
 }
@@ -155,11 +158,10 @@ impl Pqp {
     /// The queue a packet belongs to.
     #[inline]
     pub fn queue_of(&self, pkt: &Packet) -> usize {
-        let n = self.params.queues;
-        match self.params.classify {
+        match self.params.flow_mask {
             // The same queue as Classify::queue_of (x mod 2^k = x & (2^k − 1)) without a division.
-            Classify::Flow if n.is_power_of_two() => (mix64(pkt.flow) & (n as u64 - 1)) as usize,
-            c => c.queue_of(pkt, n),
+            Some(mask) => (mix64(pkt.flow) & mask) as usize,
+            None => self.params.classify.queue_of(pkt, self.params.queues),
         }
     }
 
