@@ -253,10 +253,48 @@ impl PhantomQueues {
     fn flush(&mut self, policy: &PhantomPolicy, on_drain: &mut impl FnMut(usize, u64)) -> bool {
         if self.deferred > 0 {
             let d = std::mem::take(&mut self.deferred);
-            self.apply(policy, d, on_drain)
+            self.hand_out_deferred(policy, d, on_drain)
         } else {
             false
         }
+    }
+
+    /// [`Self::apply`] of deferred service `d` (below the defer limit), in closed form. No
+    /// queue can empty there, so the water-filling's emptying passes find nothing and what is
+    /// left is its hand-out: ⌊d/W⌋·w_q to every active queue, and the remainder in list order
+    /// as [`Self::serve_flat_fair`] (one nano-byte each to the first d mod n queues) and
+    /// [`Self::water_fill`] (all of it to the first queue) give it. Same state, no tests.
+    fn hand_out_deferred(&mut self, policy: &PhantomPolicy, d: u64, on_drain: &mut impl FnMut(usize, u64)) -> bool {
+        let root = self.inner[0];
+        if root.backlog == 0 {
+            return false;
+        }
+        let (unit, mut spare) = div_rem_by_reciprocal(d, root.active_weight, self.weight_reciprocal);
+        self.inner[0].backlog -= d;
+        let active = &self.slots[..root.active_len as usize];
+        if policy.flat_fair {
+            for &leaf in active {
+                let q = policy.nodes[leaf as usize].index as usize;
+                let extra = (spare > 0) as u64;
+                spare -= extra;
+                debug_assert!(self.occupancy[q] > unit + extra, "deferred service empties no queue");
+                self.occupancy[q] -= unit + extra;
+                on_drain(q, self.occupancy[q]);
+            }
+        } else {
+            for &leaf in active {
+                let info = &policy.nodes[leaf as usize];
+                let q = info.index as usize;
+                let give = unit * info.weight as u64 + std::mem::take(&mut spare);
+                // water_fill leaves a child it gives nothing to untouched (no on_drain).
+                if give > 0 {
+                    debug_assert!(self.occupancy[q] > give, "deferred service empties no queue");
+                    self.occupancy[q] -= give;
+                    on_drain(q, self.occupancy[q]);
+                }
+            }
+        }
+        true
     }
 
     /// After service was applied: how much may be deferred next. With m = min over active
