@@ -71,6 +71,14 @@ fn lab_policers_found_bottleneck_not_and_random_losses_annotated() {
     for r in &rows {
         // The middlebox's delay line: 2 x 50 ms, plus at most the 100 kB queue at 3 Mbit/s.
         let rtt: f64 = r["median_rtt_ms"].parse().unwrap();
+        println!(
+            "{} segment {}: median RTT {rtt} ms (bounds 99..400), policed {} ({}), {} losses",
+            r["file"].rsplit('/').next().unwrap(),
+            r["segment"],
+            r["policed"],
+            r["reason"],
+            r["losses"]
+        );
         assert!((99.0..400.0).contains(&rtt), "median RTT {rtt} ms: {r:?}");
     }
     for file in ["policer_", "bpf_"] {
@@ -84,7 +92,7 @@ fn lab_policers_found_bottleneck_not_and_random_losses_annotated() {
             // the detector counts IP packets (1514/1500 B: 0.9 %). That tc-BPF charges IP
             // bytes exactly is the conformance tests' business, not this timing-bound one.
             let rate: f64 = r["rate_bps"].parse().unwrap();
-            println!("{file}: policed segment, estimated rate {rate:.0} bit/s");
+            println!("{file}: policed segment, estimated rate {rate:.0} bit/s ({:+.2} % of 3 Mbit/s, bound ±3 %)", (rate / 3e6 - 1.0) * 100.0);
             assert!((rate / 3e6 - 1.0).abs() < 0.03, "{file}: rate {rate}");
         }
     }
@@ -98,6 +106,7 @@ fn lab_policers_found_bottleneck_not_and_random_losses_annotated() {
     let (rows, reports) = lab("loss", "2000000", "1", &["loss:2:1"]);
     let annotated: i64 = rows.iter().map(|r| r["losses"].parse::<i64>().unwrap()).sum();
     let dropped = reports[0]["stats"]["random_losses"].as_i64().unwrap();
+    println!("loss: the middlebox dropped {dropped} (min 15), the annotation found {annotated} (within 2)");
     assert!(dropped >= 15, "2 % of ~1400 data packets expected, the middlebox dropped {dropped}");
     assert!((annotated - dropped).abs() <= 2, "annotated losses {annotated}, middlebox drops {dropped}: {rows:?}");
 }
