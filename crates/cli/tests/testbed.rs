@@ -95,17 +95,33 @@ fn placements_hold_the_rate() {
     assert!(namespaces_of(std::process::id()).is_empty());
 }
 
-fn spawn_long(dir: &Path) -> Child {
+/// A 30 s run that a failing test does not leave behind: on drop it is killed if still
+/// running, and `testbed sweep` removes the namespaces a killed run leaves.
+struct LongRun(Child);
+
+impl Drop for LongRun {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+        let _ = Command::new(env!("CARGO_BIN_EXE_ratekit")).args(["testbed", "sweep"]).output();
+    }
+}
+
+fn spawn_long(dir: &Path) -> LongRun {
     let sc = scenario(dir, "tc", "kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = 25000", TWO_CUBIC, "30s", true);
-    Command::new(env!("CARGO_BIN_EXE_ratekit"))
-        .args(["testbed", "run"])
-        .arg(sc)
-        .arg("--out")
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
+    LongRun(
+        Command::new(env!("CARGO_BIN_EXE_ratekit"))
+            .args(["testbed", "run"])
+            .arg(sc)
+            .arg("--out")
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
 }
 
 /// Waits until the run has built its namespaces and started its capture (tcpdump has created
@@ -156,8 +172,9 @@ fn interrupted_run_leaves_nothing_behind() {
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tmp("sigint");
-    let mut child = spawn_long(&dir);
-    wait_running(&mut child, &dir);
+    let mut run = spawn_long(&dir);
+    let child = &mut run.0;
+    wait_running(child, &dir);
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let interrupted = Instant::now();
     let status = loop {
@@ -175,8 +192,9 @@ fn interrupted_run_leaves_nothing_behind() {
     // SIGKILL: nothing can run in the process; tcpdump dies with it (PDEATHSIG), and the
     // namespaces are swept by the next run or by `testbed sweep`.
     let _ = std::fs::remove_file(dir.join("sender.pcap"));
-    let mut child = spawn_long(&dir);
-    wait_running(&mut child, &dir);
+    let mut run = spawn_long(&dir);
+    let child = &mut run.0;
+    wait_running(child, &dir);
     child.kill().unwrap();
     child.wait().unwrap();
     wait_gone(dir.to_str().unwrap(), "tcpdump survived SIGKILL");
