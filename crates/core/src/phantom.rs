@@ -185,12 +185,36 @@ struct InnerState {
     head_queue: u16,
 }
 
+/// Every inner node's state, indexed by [`NodeInfo::index`]. The root's is kept inline (in
+/// the aggregate's struct, not on the heap): every packet touches it, and a flat policy then
+/// has no other.
+#[derive(Debug, Clone)]
+struct NodeStates {
+    root: InnerState,
+    rest: Box<[InnerState]>,
+}
+
+impl std::ops::Index<usize> for NodeStates {
+    type Output = InnerState;
+    #[inline(always)]
+    fn index(&self, ix: usize) -> &InnerState {
+        if ix == 0 { &self.root } else { &self.rest[ix - 1] }
+    }
+}
+
+impl std::ops::IndexMut<usize> for NodeStates {
+    #[inline(always)]
+    fn index_mut(&mut self, ix: usize) -> &mut InnerState {
+        if ix == 0 { &mut self.root } else { &mut self.rest[ix - 1] }
+    }
+}
+
 /// One aggregate's phantom queues. Occupancies are in nano-bytes (bytes × 10⁹), the unit of
 /// [`crate::Rate::credit`], so that service `r·Δt` is exact.
 #[derive(Debug, Clone)]
 pub struct PhantomQueues {
     occupancy: Box<[u64]>,
-    inner: Box<[InnerState]>,
+    inner: NodeStates,
     /// Active children of every inner node, as node ids; a node's slots are
     /// `first_slot .. first_slot + active_len`. Kept in rank order under `priority` nodes.
     slots: Box<[u16]>,
@@ -207,7 +231,10 @@ impl PhantomQueues {
     pub fn new(policy: &PhantomPolicy) -> Self {
         PhantomQueues {
             occupancy: vec![0; policy.queues()].into_boxed_slice(),
-            inner: vec![InnerState::default(); policy.inner_count].into_boxed_slice(),
+            inner: NodeStates {
+                root: InnerState::default(),
+                rest: vec![InnerState::default(); policy.inner_count.saturating_sub(1)].into_boxed_slice(),
+            },
             slots: vec![0; policy.slot_count].into_boxed_slice(),
             deferred: 0,
             defer_limit: 0,
@@ -217,7 +244,7 @@ impl PhantomQueues {
 
     /// Bytes this aggregate's state holds on the heap.
     pub fn heap_bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.occupancy) + std::mem::size_of_val(&*self.inner) + std::mem::size_of_val(&*self.slots)
+        std::mem::size_of_val(&*self.occupancy) + std::mem::size_of_val(&*self.inner.rest) + std::mem::size_of_val(&*self.slots)
     }
 
     /// Occupancy of queue `q` in nano-bytes, with any deferred service applied.
@@ -235,7 +262,7 @@ impl PhantomQueues {
     /// remainder D − ⌊D/W⌋·W for the first queue of the list (whose slack exceeds W).
     #[inline(always)]
     fn deferred_share(&self, policy: &PhantomPolicy, q: usize) -> u64 {
-        let root = &self.inner[0];
+        let root = &self.inner.root;
         let (unit, spare) = div_rem_by_reciprocal(self.deferred, root.active_weight, self.weight_reciprocal);
         let part = if policy.flat_fair { unit } else { unit * policy.weight_of_queue[q] as u64 };
         part + if root.head_queue as usize == q { spare } else { 0 }
@@ -244,7 +271,7 @@ impl PhantomQueues {
     /// Total occupancy of all queues in nano-bytes (deferred service applied).
     #[inline]
     pub fn backlog(&self) -> u64 {
-        self.inner[0].backlog - self.deferred
+        self.inner.root.backlog - self.deferred
     }
 
     /// Hands out deferred service now (before the active set changes). The caller recomputes
@@ -265,12 +292,12 @@ impl PhantomQueues {
     /// as [`Self::serve_flat_fair`] (one nano-byte each to the first d mod n queues) and
     /// [`Self::water_fill`] (all of it to the first queue) give it. Same state, no tests.
     fn hand_out_deferred(&mut self, policy: &PhantomPolicy, d: u64, on_drain: &mut impl FnMut(usize, u64)) -> bool {
-        let root = self.inner[0];
+        let root = self.inner.root;
         if root.backlog == 0 {
             return false;
         }
         let (unit, mut spare) = div_rem_by_reciprocal(d, root.active_weight, self.weight_reciprocal);
-        self.inner[0].backlog -= d;
+        self.inner.root.backlog -= d;
         let active = &self.slots[..root.active_len as usize];
         if policy.flat_fair {
             for &leaf in active {
@@ -303,7 +330,7 @@ impl PhantomQueues {
     /// ⌊D/W⌋ + W ≤ m, i.e. D < (m − W + 1)·W. Arrivals only raise L_q, so the limit stays safe.
     fn set_defer_limit(&mut self, policy: &PhantomPolicy) {
         self.defer_limit = 0;
-        let root = self.inner[0];
+        let root = self.inner.root;
         if !policy.flat_share || root.active_len == 0 {
             return;
         }
@@ -321,7 +348,7 @@ impl PhantomQueues {
         }
         let w = root.active_weight;
         self.weight_reciprocal = u64::MAX / w;
-        self.inner[0].head_queue = policy.nodes[self.slots[0] as usize].index;
+        self.inner.root.head_queue = policy.nodes[self.slots[0] as usize].index;
         if m >= w {
             self.defer_limit = ((m - w + 1) as u128 * w as u128).min(u64::MAX as u128) as u64;
         }
@@ -367,7 +394,7 @@ impl PhantomQueues {
         self.occupancy[q] += nb;
         if policy.flat_share {
             // Every queue's parent is the root, inner node 0.
-            self.inner[0].backlog += nb;
+            self.inner.root.backlog += nb;
         } else {
             let mut node = policy.leaf_of_queue[q];
             while node != 0 {
@@ -473,7 +500,7 @@ impl PhantomQueues {
 
     /// Hands out `budget` now; false if there was nothing to serve.
     fn apply(&mut self, policy: &PhantomPolicy, budget: u64, on_drain: &mut impl FnMut(usize, u64)) -> bool {
-        let total = self.inner[0].backlog;
+        let total = self.inner.root.backlog;
         if total == 0 || budget == 0 {
             return false;
         }
@@ -550,19 +577,24 @@ impl PhantomQueues {
     /// The rest get ⌊S/W⌋·w each, and the < W nano-bytes left over go one child at a time in
     /// list order, capped by what each still holds (their total slack exceeds it).
     fn water_fill(&mut self, policy: &PhantomPolicy, ix: usize, base: usize, budget: u64, on_drain: &mut impl FnMut(usize, u64)) {
+        // The node's list length and weight live in locals while its children are served
+        // (serving a child only touches the child's subtree), and are stored back at the end.
+        let mut len = self.inner[ix].active_len as usize;
+        let mut wsum = self.inner[ix].active_weight;
         let mut s = budget;
         loop {
             let mut removed = false;
             let mut i = 0;
-            while i < self.inner[ix].active_len as usize {
+            while i < len {
                 let child = self.slots[base + i];
                 let w = policy.nodes[child as usize].weight as u64;
                 let d = self.node_backlog(policy, child);
-                let wsum = self.inner[ix].active_weight;
                 if (d as u128) * (wsum as u128) <= (s as u128) * (w as u128) {
                     s -= d;
                     self.drain_all(policy, child, on_drain);
-                    self.remove_slot(ix, base, i, w);
+                    len -= 1;
+                    wsum -= w;
+                    self.slots[base + i] = self.slots[base + len];
                     removed = true;
                 } else {
                     i += 1;
@@ -572,30 +604,42 @@ impl PhantomQueues {
                 break;
             }
         }
-        if s == 0 {
-            return;
-        }
-        let unit = s / self.inner[ix].active_weight;
-        let mut spare = s - unit * self.inner[ix].active_weight;
-        let mut i = 0;
-        while i < self.inner[ix].active_len as usize {
-            let child = self.slots[base + i];
-            let w = policy.nodes[child as usize].weight as u64;
-            let d = self.node_backlog(policy, child);
-            let mut give = unit * w;
-            let extra = spare.min(d - give);
-            give += extra;
-            spare -= extra;
-            if give >= d {
-                self.drain_all(policy, child, on_drain);
-                self.remove_slot(ix, base, i, w);
-            } else {
-                if give > 0 {
-                    self.fill(policy, child, give, on_drain);
+        if s > 0 {
+            let unit = s / wsum;
+            let mut spare = s - unit * wsum;
+            let mut i = 0;
+            while i < len {
+                let child = self.slots[base + i];
+                let info = &policy.nodes[child as usize];
+                let w = info.weight as u64;
+                let d = self.node_backlog(policy, child);
+                let mut give = unit * w;
+                let extra = spare.min(d - give);
+                give += extra;
+                spare -= extra;
+                if give >= d {
+                    self.drain_all(policy, child, on_drain);
+                    len -= 1;
+                    wsum -= w;
+                    self.slots[base + i] = self.slots[base + len];
+                } else {
+                    if give > 0 {
+                        if info.kind == Kind::Leaf {
+                            // What fill does for a leaf, without the call.
+                            let q = info.index as usize;
+                            self.occupancy[q] -= give;
+                            on_drain(q, self.occupancy[q]);
+                        } else {
+                            self.fill(policy, child, give, on_drain);
+                        }
+                    }
+                    i += 1;
                 }
-                i += 1;
             }
         }
+        let st = &mut self.inner[ix];
+        st.active_len = len as u16;
+        st.active_weight = wsum;
     }
 
     fn remove_slot(&mut self, ix: usize, base: usize, i: usize, weight: u64) {
@@ -609,16 +653,16 @@ impl PhantomQueues {
     /// with unit weights, on the root's active list.
     fn serve_flat_fair(&mut self, policy: &PhantomPolicy, budget: u64, on_drain: &mut impl FnMut(usize, u64)) {
         let _ = policy;
-        self.inner[0].backlog -= budget;
+        self.inner.root.backlog -= budget;
         let mut s = budget;
         loop {
-            let n = self.inner[0].active_len as u64;
+            let n = self.inner.root.active_len as u64;
             let level = s / n;
             let mut removed = false;
             let mut i = 0;
             // backlog·n ≤ s  ⇔  backlog ≤ ⌊s/n⌋ for integers; the level only rises as queues
             // leave, so testing later queues against the old level is still exact.
-            while i < self.inner[0].active_len as usize {
+            while i < self.inner.root.active_len as usize {
                 let leaf = self.slots[i];
                 let q = policy.nodes[leaf as usize].index as usize;
                 let d = self.occupancy[q];
@@ -639,7 +683,7 @@ impl PhantomQueues {
         if s == 0 {
             return;
         }
-        let n = self.inner[0].active_len as u64;
+        let n = self.inner.root.active_len as u64;
         let unit = s / n;
         let mut spare = s - unit * n;
         for i in 0..n as usize {
@@ -665,7 +709,7 @@ impl PhantomQueues {
         if policy.flat_share {
             // The walk below in closed form: one share node, the root, above every queue.
             let w = policy.weight_of_queue[q] as u64;
-            let wsum = self.inner[0].active_weight + if self.occupancy[q] == 0 { w } else { 0 };
+            let wsum = self.inner.root.active_weight + if self.occupancy[q] == 0 { w } else { 0 };
             return share_of(budget, w, wsum);
         }
         self.expected_share_walk(policy, q, budget, demand)
