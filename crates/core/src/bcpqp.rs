@@ -277,7 +277,8 @@ impl BcPqp {
     /// Ends queue `q`'s window at `now`: removes its magic if it accepted less than θ−·X_i.
     #[inline(never)]
     fn close_window(&mut self, q: usize, now: u64) {
-        let magic = self.magic_nb(q);
+        // Most windows end without magic (every queue's first window, for one): no L_i needed.
+        let magic = if self.state[q].magic_nb == 0 { 0 } else { self.magic_nb(q) };
         if magic > 0 {
             let x = self.expected_window_nb(q, Instant(now));
             if Self::compare(self.state[q].accepted, self.burst.theta_minus, x).is_lt() {

@@ -276,13 +276,14 @@ impl PhantomQueues {
 
     /// Hands out deferred service now (before the active set changes). The caller recomputes
     /// the defer limit once the change is made (a limit computed here would be overwritten).
+    /// Some(min over active queues of ⌊L_q/w_q⌋ after the hand-out) if anything was served.
     #[inline]
-    fn flush(&mut self, policy: &PhantomPolicy, on_drain: &mut impl FnMut(usize, u64)) -> bool {
+    fn flush(&mut self, policy: &PhantomPolicy, on_drain: &mut impl FnMut(usize, u64)) -> Option<u64> {
         if self.deferred > 0 {
             let d = std::mem::take(&mut self.deferred);
             self.hand_out_deferred(policy, d, on_drain)
         } else {
-            false
+            None
         }
     }
 
@@ -291,11 +292,13 @@ impl PhantomQueues {
     /// left is its hand-out: ⌊d/W⌋·w_q to every active queue, and the remainder in list order
     /// as [`Self::serve_flat_fair`] (one nano-byte each to the first d mod n queues) and
     /// [`Self::water_fill`] (all of it to the first queue) give it. Same state, no tests.
-    fn hand_out_deferred(&mut self, policy: &PhantomPolicy, d: u64, on_drain: &mut impl FnMut(usize, u64)) -> bool {
+    /// Returns the level [`Self::set_defer_limit`] needs, min ⌊L_q/w_q⌋, found on the way.
+    fn hand_out_deferred(&mut self, policy: &PhantomPolicy, d: u64, on_drain: &mut impl FnMut(usize, u64)) -> Option<u64> {
         let root = self.inner.root;
         if root.backlog == 0 {
-            return false;
+            return None;
         }
+        let mut m = u64::MAX;
         let (unit, mut spare) = div_rem_by_reciprocal(d, root.active_weight, self.weight_reciprocal);
         self.inner.root.backlog -= d;
         let active = &self.slots[..root.active_len as usize];
@@ -307,6 +310,7 @@ impl PhantomQueues {
                 debug_assert!(self.occupancy[q] > unit + extra, "deferred service empties no queue");
                 self.occupancy[q] -= unit + extra;
                 on_drain(q, self.occupancy[q]);
+                m = m.min(self.occupancy[q]);
             }
         } else {
             for &leaf in active {
@@ -319,9 +323,10 @@ impl PhantomQueues {
                     self.occupancy[q] -= give;
                     on_drain(q, self.occupancy[q]);
                 }
+                m = m.min(self.occupancy[q] / info.weight as u64);
             }
         }
-        true
+        Some(m)
     }
 
     /// After service was applied: how much may be deferred next. With m = min over active
@@ -329,13 +334,12 @@ impl PhantomQueues {
     /// ⌊D/W⌋·w_q + W (so none empties and the remainder fits in the first) iff
     /// ⌊D/W⌋ + W ≤ m, i.e. D < (m − W + 1)·W. Arrivals only raise L_q, so the limit stays safe.
     fn set_defer_limit(&mut self, policy: &PhantomPolicy) {
-        self.defer_limit = 0;
-        let root = self.inner.root;
-        if !policy.flat_share || root.active_len == 0 {
+        if !policy.flat_share || self.inner.root.active_len == 0 {
+            self.defer_limit = 0;
             return;
         }
         let mut m = u64::MAX;
-        let active = &self.slots[..root.active_len as usize];
+        let active = &self.slots[..self.inner.root.active_len as usize];
         if policy.flat_fair {
             for &leaf in active {
                 m = m.min(self.occupancy[policy.nodes[leaf as usize].index as usize]);
@@ -345,6 +349,16 @@ impl PhantomQueues {
                 let info = &policy.nodes[leaf as usize];
                 m = m.min(self.occupancy[info.index as usize] / info.weight as u64);
             }
+        }
+        self.set_defer_limit_at(policy, m);
+    }
+
+    /// [`Self::set_defer_limit`] given its level m = min over active queues of ⌊L_q/w_q⌋.
+    fn set_defer_limit_at(&mut self, policy: &PhantomPolicy, m: u64) {
+        self.defer_limit = 0;
+        let root = self.inner.root;
+        if !policy.flat_share || root.active_len == 0 {
+            return;
         }
         let w = root.active_weight;
         self.weight_reciprocal = u64::MAX / w;
@@ -410,7 +424,7 @@ impl PhantomQueues {
     fn activate(&mut self, policy: &PhantomPolicy, q: usize, nb: u64, on_drain: &mut impl FnMut(usize, u64)) {
         let mut node = policy.leaf_of_queue[q];
         // A new active queue changes everyone's share: settle the old shares first.
-        self.flush(policy, on_drain);
+        let level = self.flush(policy, on_drain);
         self.occupancy[q] += nb;
         let mut activate = true;
         while node != 0 {
@@ -437,7 +451,13 @@ impl PhantomQueues {
             activate = parent_was_empty;
             node = info.parent;
         }
-        self.set_defer_limit(policy);
+        match level {
+            // Flat: the hand-out found the old queues' level; q is the only newcomer.
+            Some(m) if policy.flat_share => {
+                self.set_defer_limit_at(policy, m.min(self.occupancy[q] / policy.weight_of_queue[q] as u64))
+            }
+            _ => self.set_defer_limit(policy),
+        }
     }
 
     /// Takes `nb` (≤ its occupancy) nano-bytes out of queue `q` without serving them (BC-PQP's
@@ -446,8 +466,9 @@ impl PhantomQueues {
         let served = self.flush(policy, on_drain);
         let nb = nb.min(self.occupancy[q]);
         if nb == 0 {
-            if served {
-                self.set_defer_limit(policy);
+            if let Some(m) = served {
+                // The active set is unchanged: the hand-out's level is the limit's.
+                self.set_defer_limit_at(policy, m);
             }
             return;
         }
