@@ -185,36 +185,12 @@ struct InnerState {
     head_queue: u16,
 }
 
-/// Every inner node's state, indexed by [`NodeInfo::index`]. The root's is kept inline (in
-/// the aggregate's struct, not on the heap): every packet touches it, and a flat policy then
-/// has no other.
-#[derive(Debug, Clone)]
-struct NodeStates {
-    root: InnerState,
-    rest: Box<[InnerState]>,
-}
-
-impl std::ops::Index<usize> for NodeStates {
-    type Output = InnerState;
-    #[inline(always)]
-    fn index(&self, ix: usize) -> &InnerState {
-        if ix == 0 { &self.root } else { &self.rest[ix - 1] }
-    }
-}
-
-impl std::ops::IndexMut<usize> for NodeStates {
-    #[inline(always)]
-    fn index_mut(&mut self, ix: usize) -> &mut InnerState {
-        if ix == 0 { &mut self.root } else { &mut self.rest[ix - 1] }
-    }
-}
-
 /// One aggregate's phantom queues. Occupancies are in nano-bytes (bytes × 10⁹), the unit of
 /// [`crate::Rate::credit`], so that service `r·Δt` is exact.
 #[derive(Debug, Clone)]
 pub struct PhantomQueues {
     occupancy: Box<[u64]>,
-    inner: NodeStates,
+    inner: Box<[InnerState]>,
     /// Active children of every inner node, as node ids; a node's slots are
     /// `first_slot .. first_slot + active_len`. Kept in rank order under `priority` nodes.
     slots: Box<[u16]>,
@@ -231,10 +207,7 @@ impl PhantomQueues {
     pub fn new(policy: &PhantomPolicy) -> Self {
         PhantomQueues {
             occupancy: vec![0; policy.queues()].into_boxed_slice(),
-            inner: NodeStates {
-                root: InnerState::default(),
-                rest: vec![InnerState::default(); policy.inner_count.saturating_sub(1)].into_boxed_slice(),
-            },
+            inner: vec![InnerState::default(); policy.inner_count].into_boxed_slice(),
             slots: vec![0; policy.slot_count].into_boxed_slice(),
             deferred: 0,
             defer_limit: 0,
@@ -244,7 +217,7 @@ impl PhantomQueues {
 
     /// Bytes this aggregate's state holds on the heap.
     pub fn heap_bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.occupancy) + std::mem::size_of_val(&*self.inner.rest) + std::mem::size_of_val(&*self.slots)
+        std::mem::size_of_val(&*self.occupancy) + std::mem::size_of_val(&*self.inner) + std::mem::size_of_val(&*self.slots)
     }
 
     /// Occupancy of queue `q` in nano-bytes, with any deferred service applied.
@@ -262,7 +235,7 @@ impl PhantomQueues {
     /// remainder D − ⌊D/W⌋·W for the first queue of the list (whose slack exceeds W).
     #[inline(always)]
     fn deferred_share(&self, policy: &PhantomPolicy, q: usize) -> u64 {
-        let root = &self.inner.root;
+        let root = &self.inner[0];
         let (unit, spare) = div_rem_by_reciprocal(self.deferred, root.active_weight, self.weight_reciprocal);
         let part = if policy.flat_fair { unit } else { unit * policy.weight_of_queue[q] as u64 };
         part + if root.head_queue as usize == q { spare } else { 0 }
@@ -271,7 +244,7 @@ impl PhantomQueues {
     /// Total occupancy of all queues in nano-bytes (deferred service applied).
     #[inline]
     pub fn backlog(&self) -> u64 {
-        self.inner.root.backlog - self.deferred
+        self.inner[0].backlog - self.deferred
     }
 
     /// Hands out deferred service now (before the active set changes). The caller recomputes
@@ -294,13 +267,13 @@ impl PhantomQueues {
     /// [`Self::water_fill`] (all of it to the first queue) give it. Same state, no tests.
     /// Returns the level [`Self::set_defer_limit`] needs, min ⌊L_q/w_q⌋, found on the way.
     fn hand_out_deferred(&mut self, policy: &PhantomPolicy, d: u64, on_drain: &mut impl FnMut(usize, u64)) -> Option<u64> {
-        let root = self.inner.root;
+        let root = self.inner[0];
         if root.backlog == 0 {
             return None;
         }
         let mut m = u64::MAX;
         let (unit, mut spare) = div_rem_by_reciprocal(d, root.active_weight, self.weight_reciprocal);
-        self.inner.root.backlog -= d;
+        self.inner[0].backlog -= d;
         let active = &self.slots[..root.active_len as usize];
         if policy.flat_fair {
             for &leaf in active {
@@ -334,12 +307,12 @@ impl PhantomQueues {
     /// ⌊D/W⌋·w_q + W (so none empties and the remainder fits in the first) iff
     /// ⌊D/W⌋ + W ≤ m, i.e. D < (m − W + 1)·W. Arrivals only raise L_q, so the limit stays safe.
     fn set_defer_limit(&mut self, policy: &PhantomPolicy) {
-        if !policy.flat_share || self.inner.root.active_len == 0 {
+        if !policy.flat_share || self.inner[0].active_len == 0 {
             self.defer_limit = 0;
             return;
         }
         let mut m = u64::MAX;
-        let active = &self.slots[..self.inner.root.active_len as usize];
+        let active = &self.slots[..self.inner[0].active_len as usize];
         if policy.flat_fair {
             for &leaf in active {
                 m = m.min(self.occupancy[policy.nodes[leaf as usize].index as usize]);
@@ -356,13 +329,13 @@ impl PhantomQueues {
     /// [`Self::set_defer_limit`] given its level m = min over active queues of ⌊L_q/w_q⌋.
     fn set_defer_limit_at(&mut self, policy: &PhantomPolicy, m: u64) {
         self.defer_limit = 0;
-        let root = self.inner.root;
+        let root = self.inner[0];
         if !policy.flat_share || root.active_len == 0 {
             return;
         }
         let w = root.active_weight;
         self.weight_reciprocal = u64::MAX / w;
-        self.inner.root.head_queue = policy.nodes[self.slots[0] as usize].index;
+        self.inner[0].head_queue = policy.nodes[self.slots[0] as usize].index;
         if m >= w {
             self.defer_limit = ((m - w + 1) as u128 * w as u128).min(u64::MAX as u128) as u64;
         }
@@ -408,7 +381,7 @@ impl PhantomQueues {
         self.occupancy[q] += nb;
         if policy.flat_share {
             // Every queue's parent is the root, inner node 0.
-            self.inner.root.backlog += nb;
+            self.inner[0].backlog += nb;
         } else {
             let mut node = policy.leaf_of_queue[q];
             while node != 0 {
@@ -521,7 +494,7 @@ impl PhantomQueues {
 
     /// Hands out `budget` now; false if there was nothing to serve.
     fn apply(&mut self, policy: &PhantomPolicy, budget: u64, on_drain: &mut impl FnMut(usize, u64)) -> bool {
-        let total = self.inner.root.backlog;
+        let total = self.inner[0].backlog;
         if total == 0 || budget == 0 {
             return false;
         }
@@ -674,16 +647,16 @@ impl PhantomQueues {
     /// with unit weights, on the root's active list.
     fn serve_flat_fair(&mut self, policy: &PhantomPolicy, budget: u64, on_drain: &mut impl FnMut(usize, u64)) {
         let _ = policy;
-        self.inner.root.backlog -= budget;
+        self.inner[0].backlog -= budget;
         let mut s = budget;
         loop {
-            let n = self.inner.root.active_len as u64;
+            let n = self.inner[0].active_len as u64;
             let level = s / n;
             let mut removed = false;
             let mut i = 0;
             // backlog·n ≤ s  ⇔  backlog ≤ ⌊s/n⌋ for integers; the level only rises as queues
             // leave, so testing later queues against the old level is still exact.
-            while i < self.inner.root.active_len as usize {
+            while i < self.inner[0].active_len as usize {
                 let leaf = self.slots[i];
                 let q = policy.nodes[leaf as usize].index as usize;
                 let d = self.occupancy[q];
@@ -704,7 +677,7 @@ impl PhantomQueues {
         if s == 0 {
             return;
         }
-        let n = self.inner.root.active_len as u64;
+        let n = self.inner[0].active_len as u64;
         let unit = s / n;
         let mut spare = s - unit * n;
         for i in 0..n as usize {
@@ -730,7 +703,7 @@ impl PhantomQueues {
         if policy.flat_share {
             // The walk below in closed form: one share node, the root, above every queue.
             let w = policy.weight_of_queue[q] as u64;
-            let wsum = self.inner.root.active_weight + if self.occupancy[q] == 0 { w } else { 0 };
+            let wsum = self.inner[0].active_weight + if self.occupancy[q] == 0 { w } else { 0 };
             return share_of(budget, w, wsum);
         }
         self.expected_share_walk(policy, q, budget, demand)
