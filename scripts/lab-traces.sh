@@ -30,6 +30,8 @@
 # Environment: CC (the server's congestion control, default cubic: Linux's default and the
 # paper's era; this machine's global default is bbr), DELAY (one way, default 50ms: RTT 100 ms),
 # SEED (of the loss, default 1),
+# QUICKACK=1 (the client ACKs every segment at once: no delayed ACKs, whose 40 ms can make the
+# RTT sample before a loss burst look inflated; crates/cli/tests/detect_lab.rs sets it),
 # CASE_TIMEOUT (seconds per case, default 600), RATEKIT (a built binary; default: build it),
 # LAB_DETECT=0 (only write traces; otherwise `ratekit detect` writes OUT_DIR/results.csv).
 set -euo pipefail
@@ -107,6 +109,9 @@ for pair in "$S ${P}a" "$M ${P}b" "$M ${P}d" "$C ${P}e"; do
     ip netns exec "$1" ethtool -K "$2" tso off gso off gro off tx off rx off >/dev/null
 done
 for ns in "$S" "$M" "$C"; do ip -n "$ns" link set lo up; done
+if [ "${QUICKACK:-0}" = 1 ]; then
+    ip -n "$C" route replace 10.77.0.0/24 dev "${P}e" proto kernel scope link src "$CA" quickack 1
+fi
 
 # args: congestion control. Per socket: a namespace may not make a restricted CC its default.
 SERVER='
