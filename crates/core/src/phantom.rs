@@ -583,7 +583,9 @@ impl PhantomQueues {
                 let child = self.slots[base + i];
                 let w = policy.nodes[child as usize].weight as u64;
                 let d = self.node_backlog(policy, child);
-                if (d as u128) * (wsum as u128) <= (s as u128) * (w as u128) {
+                // d > s already fails the test (w ≤ wsum): skips the 128-bit products for
+                // the usual child, which holds more than one batch.
+                if d <= s && (d as u128) * (wsum as u128) <= (s as u128) * (w as u128) {
                     s -= d;
                     self.drain_all(policy, child, on_drain);
                     len -= 1;
