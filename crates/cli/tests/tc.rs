@@ -34,7 +34,10 @@ fn flood(a: &Netns, secs: f64) -> Flood {
             a.enter().unwrap();
             // Root (these tests need it): the flood thread outranks other work on a loaded
             // machine, so that what it offers is a flood and not the gaps between time slices.
-            assert_eq!(unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -20) }, 0);
+            // Without CAP_SYS_NICE it floods at normal priority; the bounds count its pauses.
+            if unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -20) } != 0 {
+                println!("flooding at normal priority: {}", std::io::Error::last_os_error());
+            }
             let sock = UdpSocket::bind("10.77.0.1:0").unwrap();
             let buf = [0u8; 1400];
             let start = Instant::now();
