@@ -185,6 +185,15 @@ struct InnerState {
     head_queue: u16,
 }
 
+/// What [`PhantomQueues::apply`] did, for the defer limit that follows it.
+enum Served {
+    Nothing,
+    /// Served; the limit needs a scan of the active queues.
+    Batch,
+    /// Served, and the smallest ⌊L_q/w_q⌋ over the active queues is known.
+    AtLevel(u64),
+}
+
 /// One aggregate's phantom queues. Occupancies are in nano-bytes (bytes × 10⁹), the unit of
 /// [`crate::Rate::credit`], so that service `r·Δt` is exact.
 #[derive(Debug, Clone)]
@@ -487,25 +496,29 @@ impl PhantomQueues {
             return;
         }
         self.deferred = 0;
-        if self.apply(policy, d, on_drain) {
-            self.set_defer_limit(policy);
+        match self.apply(policy, d, on_drain) {
+            Served::Nothing => {}
+            Served::Batch => self.set_defer_limit(policy),
+            Served::AtLevel(m) => self.set_defer_limit_at(policy, m),
         }
     }
 
-    /// Hands out `budget` now; false if there was nothing to serve.
-    fn apply(&mut self, policy: &PhantomPolicy, budget: u64, on_drain: &mut impl FnMut(usize, u64)) -> bool {
+    /// Hands out `budget` now.
+    fn apply(&mut self, policy: &PhantomPolicy, budget: u64, on_drain: &mut impl FnMut(usize, u64)) -> Served {
         let total = self.inner[0].backlog;
         if total == 0 || budget == 0 {
-            return false;
+            return Served::Nothing;
         }
         if budget >= total {
             self.drain_all(policy, 0, on_drain);
         } else if policy.flat_fair {
-            self.serve_flat_fair(policy, budget, on_drain);
+            if let Some(m) = self.serve_flat_fair(policy, budget, on_drain) {
+                return Served::AtLevel(m);
+            }
         } else {
             self.fill(policy, 0, budget, on_drain);
         }
-        true
+        Served::Batch
     }
 
     /// Empties the subtree of `node`; its parent's list is the caller's business.
@@ -646,9 +659,9 @@ impl PhantomQueues {
     }
 
     /// The flat `fair` case without the tree walk: same arithmetic as [`Self::water_fill`]
-    /// with unit weights, on the root's active list.
-    fn serve_flat_fair(&mut self, policy: &PhantomPolicy, budget: u64, on_drain: &mut impl FnMut(usize, u64)) {
-        let _ = policy;
+    /// with unit weights, on the root's active list. When its last pass serves every queue
+    /// left, it returns their smallest occupancy, the defer limit's level.
+    fn serve_flat_fair(&mut self, policy: &PhantomPolicy, budget: u64, on_drain: &mut impl FnMut(usize, u64)) -> Option<u64> {
         self.inner[0].backlog -= budget;
         let mut s = budget;
         loop {
@@ -677,11 +690,12 @@ impl PhantomQueues {
             }
         }
         if s == 0 {
-            return;
+            return None;
         }
         let n = self.inner[0].active_len as u64;
         let unit = s / n;
         let mut spare = s - unit * n;
+        let mut level = u64::MAX;
         for i in 0..n as usize {
             let q = policy.nodes[self.slots[i] as usize].index as usize;
             let extra = (spare > 0) as u64;
@@ -690,7 +704,9 @@ impl PhantomQueues {
             // unit + 1 never exceeds its occupancy.
             self.occupancy[q] -= unit + extra;
             on_drain(q, self.occupancy[q]);
+            level = level.min(self.occupancy[q]);
         }
+        Some(level)
     }
 
     /// The nano-bytes queue `q` would be served over a period worth `budget` nano-bytes at the
@@ -799,6 +815,46 @@ mod tests {
             for d in [0, 1, w - 1, w, w + 1, 12_345_678_901, u64::MAX / 3, u64::MAX - 1, u64::MAX] {
                 assert_eq!(div_rem_by_reciprocal(d, w, r), (d / w, d % w), "{d}/{w}");
             }
+        }
+    }
+
+    /// The defer limit's level is taken from a hand-out (activation, flat-fair service) instead
+    /// of a scan where it can be: after every operation that sets the limit, it must be what a
+    /// fresh scan of the queues gives (an off-by-one level changes few verdicts, so the golden
+    /// digests alone would not notice).
+    #[test]
+    fn defer_limit_matches_a_fresh_scan() {
+        for (spec, weights) in [("fair", None), ("weighted", Some(&[1, 2, 3, 5, 8, 13, 21, 34][..]))] {
+            let (p, mut s) = build(spec, 8, weights);
+            let mut x = 0x9e37_79b9_7f4a_7c15u64;
+            let mut next = move |n: u64| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x % n
+            };
+            let mut checked = 0;
+            for _ in 0..50_000 {
+                let sets_limit = if next(2) == 0 {
+                    let q = next(8) as usize;
+                    let empty = s.occupancy[q] == 0;
+                    s.add(&p, q, (1 + next(3000)) * 1_000_000, &mut |_, _| {});
+                    empty
+                } else {
+                    let budget = if next(50) == 0 { next(30_000) } else { next(3_500) } * 1_000_000;
+                    let sets = s.inner[0].backlog > 0 && budget > 0 && s.deferred.saturating_add(budget) >= s.defer_limit;
+                    s.serve(&p, budget, &mut |_, _| {});
+                    sets
+                };
+                if sets_limit && s.inner[0].active_len > 0 {
+                    let mut fresh = s.clone();
+                    fresh.set_defer_limit(&p);
+                    let state = |t: &PhantomQueues| (t.defer_limit, t.weight_reciprocal, t.inner[0].head_queue);
+                    assert_eq!(state(&s), state(&fresh), "{spec}");
+                    checked += 1;
+                }
+            }
+            assert!(checked > 5_000, "{spec}: {checked}");
         }
     }
 
