@@ -515,6 +515,12 @@ impl PhantomQueues {
             if let Some(m) = self.serve_flat_fair(policy, budget, on_drain) {
                 return Served::AtLevel(m);
             }
+        } else if policy.flat_share {
+            // fill(root) without the dispatch, asking the water-filling for the level.
+            self.inner[0].backlog -= budget;
+            if let Some(m) = self.water_fill(policy, 0, 0, budget, true, on_drain) {
+                return Served::AtLevel(m);
+            }
         } else {
             self.fill(policy, 0, budget, on_drain);
         }
@@ -573,7 +579,9 @@ impl PhantomQueues {
                 self.slots.copy_within(base + emptied..base + len, base);
                 self.inner[ix].active_len -= emptied as u16;
             }
-            Kind::Share => self.water_fill(policy, ix, base, budget, on_drain),
+            Kind::Share => {
+                self.water_fill(policy, ix, base, budget, false, on_drain);
+            }
             Kind::Leaf => unreachable!(),
         }
     }
@@ -583,7 +591,18 @@ impl PhantomQueues {
     /// (backlog·W ≤ S·w); removing one only raises the level, so at most #active passes run.
     /// The rest get ⌊S/W⌋·w each, and the < W nano-bytes left over go one child at a time in
     /// list order, capped by what each still holds (their total slack exceeds it).
-    fn water_fill(&mut self, policy: &PhantomPolicy, ix: usize, base: usize, budget: u64, on_drain: &mut impl FnMut(usize, u64)) {
+    /// With `want_level`, returns min ⌊backlog/w⌋ over the children left active when the
+    /// hand-out pass ran (the defer limit's level under a flat policy).
+    fn water_fill(
+        &mut self,
+        policy: &PhantomPolicy,
+        ix: usize,
+        base: usize,
+        budget: u64,
+        want_level: bool,
+        on_drain: &mut impl FnMut(usize, u64),
+    ) -> Option<u64> {
+        let mut level = None;
         // The node's list length and weight live in locals while its children are served
         // (serving a child only touches the child's subtree), and are stored back at the end.
         let mut len = self.inner[ix].active_len as usize;
@@ -642,6 +661,10 @@ impl PhantomQueues {
                             self.fill(policy, child, give, on_drain);
                         }
                     }
+                    if want_level {
+                        let m = self.node_backlog(policy, child) / w;
+                        level = Some(level.map_or(m, |l: u64| l.min(m)));
+                    }
                     i += 1;
                 }
             }
@@ -649,6 +672,7 @@ impl PhantomQueues {
         let st = &mut self.inner[ix];
         st.active_len = len as u16;
         st.active_weight = wsum;
+        level
     }
 
     fn remove_slot(&mut self, ix: usize, base: usize, i: usize, weight: u64) {
