@@ -274,9 +274,12 @@ impl BcPqp {
     }
 
     /// Ends queue `q`'s window at `now`: removes its magic if it accepted less than θ−·X_i.
+    /// For this test X_i is 0 while a higher-priority branch holds phantom backlog (the policy
+    /// serves Q_i nothing then), so the magic of a starved class stays: removing it would
+    /// admit bytes the phantom service never serves (docs/bcpqp.md, "Priority and the θ− test").
     fn close_window(&mut self, q: usize, now: u64) {
         let magic = self.magic_nb(q);
-        if magic > 0 {
+        if magic > 0 && !self.core.queues.outranked(&self.core.params().policy, q) {
             let x = self.expected_window_nb(q, Instant(now));
             if Self::compare(self.state[q].accepted, self.burst.theta_minus, x).is_lt() {
                 let params = Arc::clone(self.core.params());
