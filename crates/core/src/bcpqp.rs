@@ -23,6 +23,9 @@
 //!   happens to be empty at that instant. The paper's literal "r if highest active, else 0"
 //!   flips X_i between 0 and r·T with every higher-priority packet, so a lower class would be
 //!   filled with magic by chance and could never shed it (A_i < θ−·0 is impossible).
+//!   The θ− test alone takes the literal rule while a higher branch holds phantom backlog
+//!   (X_i = 0, the magic stays): there the demand rule let starved classes shed their magic on
+//!   Poisson dips of the higher classes' demand and pass bytes never served.
 //!
 //! Integer data path: θ± are applied as ⌊θ·2¹⁶⌉/2¹⁶ and compared in 128-bit products.
 
