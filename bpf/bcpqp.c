@@ -108,13 +108,14 @@ __noinline __u64 bc_expected_g(const struct pq_params *P, const struct bcpqp_sta
 	return P->flat_share ? bc_expected(P, st, q, now, 0) : bc_expected(P, st, q, now, 1);
 }
 
-/* Ends queue q's window at now; removes its magic if it accepted less than θ−·X_i. */
+/* Ends queue q's window at now; removes its magic if it accepted less than θ−·X_i, where X_i is 0
+ * while a higher-priority branch holds backlog (BcPqp::close_window). */
 static __always_inline void bc_close_window(const struct pq_params *P, struct bcpqp_state *st, __u32 q, __u64 now,
 					    const int nested)
 {
 	struct pq_burst *b = &st->burst.q[QI(q)];
 	__u64 magic = rk_min(b->magic_nb, pq_occupancy(P, &st->q, q));
-	if (magic > 0) {
+	if (magic > 0 && !(nested && pq_outranked(P, &st->q, q))) {
 		__u64 x = bc_expected_g(P, st, q, now);
 		if (!rk_le_products(P->theta_minus, x, b->accepted, THETA_ONE_NB)) { /* A·2^16 < θ−·X */
 			pq_remove_g(P, &st->q, &st->burst, q, magic);

@@ -453,6 +453,22 @@ static __always_inline __u64 pq_occupancy(const struct pq_params *P, const struc
 /* Walks from leaf q up to the root (depth ≤ 3: at most two steps). */
 #define PQ_UP_STEPS 2
 
+/* phantom.rs `outranked`: 1 iff a priority node on queue q's path has a higher-ranked child holding
+ * backlog (priority lists are kept in rank order, so the first entry decides). */
+static __always_inline int pq_outranked(const struct pq_params *P, const struct pq_queues *s, __u32 q)
+{
+	__u32 node = P->leaf_of_queue[QI(q)];
+	for (int step = 0; step < PQ_UP_STEPS && node != 0; step++) {
+		const struct pq_node *c = pq_node(P, node);
+		const struct pq_node *p = pq_node(P, c->parent);
+		__u32 ix = II(p->index);
+		if (p->kind == PQ_PRIORITY && s->active_len[ix] > 0 && pq_node(P, s->slots[SI(p->first_slot)])->rank < c->rank)
+			return 1;
+		node = c->parent;
+	}
+	return 0;
+}
+
 /* phantom.rs `add`: nb nano-bytes into queue q, activating it and its ancestors. */
 static __always_inline void pq_add(const struct pq_params *P, struct pq_queues *s, struct pq_bursts *burst,
 				   __u32 q, __u64 nb, const int nested)

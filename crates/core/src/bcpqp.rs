@@ -23,6 +23,9 @@
 //!   happens to be empty at that instant. The paper's literal "r if highest active, else 0"
 //!   flips X_i between 0 and r·T with every higher-priority packet, so a lower class would be
 //!   filled with magic by chance and could never shed it (A_i < θ−·0 is impossible).
+//!   The θ− test alone takes the literal rule while a higher branch holds phantom backlog
+//!   (X_i = 0, the magic stays): there the demand rule let starved classes shed their magic on
+//!   Poisson dips of the higher classes' demand and pass bytes never served.
 //!
 //! Integer data path: θ± are applied as ⌊θ·2¹⁶⌉/2¹⁶ and compared in 128-bit products.
 
@@ -275,11 +278,14 @@ impl BcPqp {
     }
 
     /// Ends queue `q`'s window at `now`: removes its magic if it accepted less than θ−·X_i.
+    /// For this test X_i is 0 while a higher-priority branch holds phantom backlog (the policy
+    /// serves Q_i nothing then), so the magic of a starved class stays: removing it would
+    /// admit bytes the phantom service never serves (docs/bcpqp.md, "Priority and the θ− test").
     #[inline(never)]
     fn close_window(&mut self, q: usize, now: u64) {
         // Most windows end without magic (every queue's first window, for one): no L_i needed.
         let magic = if self.state[q].magic_nb == 0 { 0 } else { self.magic_nb(q) };
-        if magic > 0 {
+        if magic > 0 && !self.core.queues.outranked(&self.core.params().policy, q) {
             let x = self.expected_window_nb(q, Instant(now));
             if Self::compare(self.state[q].accepted, self.burst.theta_minus, x).is_lt() {
                 let params = Arc::clone(self.core.params());

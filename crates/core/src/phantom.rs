@@ -782,6 +782,23 @@ impl PhantomQueues {
         b
     }
 
+    /// Whether a `priority` node on queue `q`'s path has a higher-ranked child holding phantom
+    /// backlog: the fluid policy then serves `q` nothing right now (its r_i* over the active
+    /// queues is 0). Priority lists are kept in rank order, so the first entry decides.
+    pub fn outranked(&self, policy: &PhantomPolicy, q: usize) -> bool {
+        if policy.flat_share {
+            // No priority node anywhere: skip the walk on the fair/weighted fast path.
+            return false;
+        }
+        let (path, depth) = policy.path_to(q);
+        path[..depth].iter().any(|&child| {
+            let c = &policy.nodes[child as usize];
+            let p = &policy.nodes[c.parent as usize];
+            p.kind == Kind::Priority
+                && self.inner[p.index as usize].active_len > 0
+                && policy.nodes[self.slots[p.first_slot as usize] as usize].rank < c.rank
+        })
+    }
 }
 
 /// ⌊b·w/wsum⌋, in 64 bits when b·w fits.
@@ -948,6 +965,23 @@ mod tests {
             // With every queue active and no demand the floor is reached (except below priority).
             assert!(tight > 0, "{spec}");
         }
+    }
+
+    #[test]
+    fn outranked_only_by_a_backlogged_higher_branch() {
+        let (p, mut s) = build("weighted(priority(0, weighted(1:1, 2:2)):1, fair(3, 4):1)", 5, None);
+        let none: Vec<bool> = (0..5).map(|q| s.outranked(&p, q)).collect();
+        assert_eq!(none, vec![false; 5]);
+        s.add(&p, 2, 5, &mut |_, _| {});
+        s.add(&p, 3, 5, &mut |_, _| {});
+        // Siblings under a share node never outrank each other, nor does a lower class.
+        assert_eq!((0..5).map(|q| s.outranked(&p, q)).collect::<Vec<_>>(), vec![false; 5]);
+        s.add(&p, 0, 5, &mut |_, _| {});
+        assert_eq!((0..5).map(|q| s.outranked(&p, q)).collect::<Vec<_>>(), vec![false, true, true, false, false]);
+        // Once the higher class is served empty, the lower ones are no longer outranked.
+        s.serve(&p, 10, &mut |_, _| {});
+        assert_eq!(s.occupancy(&p, 0), 0);
+        assert!(!s.outranked(&p, 1) && !s.outranked(&p, 2));
     }
 
     #[test]

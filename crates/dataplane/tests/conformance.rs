@@ -63,7 +63,7 @@ fn check(cfg_toml: &str, arrivals: &[Arrival]) -> (BpfPolicer, HashMap<u64, (u64
         let (origin, p) = core.entry(parsed.pkt.aggregate).or_insert_with(|| (a.t, cfg.build_policer().unwrap()));
         let want = p.on_arrival(Instant(a.t - *origin), &parsed.pkt);
         let got = bpf.test_run(&a.frame, a.t).unwrap();
-        assert_eq!(got.is_pass(), want.is_pass(), "packet {i} at t={} len={}: bpf {got:?}, core {want:?}", a.t, parsed.pkt.len);
+        assert_eq!(got.is_pass(), want.is_pass(), "{cfg_toml:?}: packet {i} at t={} len={}: bpf {got:?}, core {want:?}", a.t, parsed.pkt.len);
         passed += want.is_pass() as usize;
     }
     // A vector that passes or drops everything would not test the arithmetic.
@@ -196,6 +196,65 @@ fn pqp_and_bcpqp_match_core() {
             removals += st.magic_removals;
         }
         assert!(fills > 0 && removals > 0, "{policy}: burst control never acted ({fills} fills, {removals} removals)");
+    }
+}
+
+/// Strict priority with classes 0-1 offering the whole rate (Poisson, µs-aligned, 1500 B) and
+/// classes 2-3 starved: the starved classes' windows close while a higher class holds phantom
+/// backlog, where their magic must stay (X_i = 0 for the θ− test, docs/bcpqp.md "Priority and
+/// the θ− test"). BPF code removing it by the demand rule alone fails this (tried).
+#[test]
+fn bcpqp_starved_priority_classes_match_core() {
+    if !root() {
+        return;
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(40);
+    let mut next = [0u64; 4];
+    let mut arrivals = Vec::new();
+    let (src, dst): (IpAddr, IpAddr) = ("10.8.0.1".parse().unwrap(), "10.9.0.1".parse().unwrap());
+    while arrivals.len() < 3000 {
+        let (class, &t) = next.iter().enumerate().min_by_key(|(_, t)| **t).unwrap();
+        arrivals.push(Arrival { t: 1000 + t, frame: build_frame(src, dst, 1000, 5201, IPPROTO_UDP, class as u8, 1500) });
+        // Each class offers half of 1 MB/s: mean gap 3 ms, rounded to µs.
+        next[class] = t + ((-(1.0 - rng.gen::<f64>()).ln() * 3000.0) as u64 + 1) * 1000;
+    }
+    for policy in ["policy = \"priority\"", "policy = \"priority(0, 1, fair(2, 3))\""] {
+        let toml = format!("kind = \"bcpqp\"\nrate = \"8mbit\"\nqueue_size = \"30kb\"\nwindow = \"20ms\"\nqueues = 4\nclassify = \"class\"\n{policy}");
+        let (bpf, core) = check(&toml, &arrivals);
+        let (agg, raw) = &bpf.states().unwrap()[0];
+        let st: ratekit_dataplane::maps::BcpqpState = bytemuck::pod_read_unaligned(raw);
+        let Some((_, ratekit_core::AnyPolicer::Bcpqp(b))) = core.get(&agg.id()) else { panic!("no core twin") };
+        assert_eq!((st.burst_fills, st.magic_removals), b.burst_events(), "{policy}");
+        assert!(st.burst_fills >= 2, "{policy}: the starved classes were never filled with magic");
+    }
+}
+
+/// Flat fair water-filling when a queue's backlog equals the water level exactly (⌊S/n⌋):
+/// it must be emptied and leave the active list. Two queues by class at 1 MB/s, 3000-byte
+/// queues: after 3 ms (3000 B of service) queue 0 holds 1500 B = ⌊3000/2⌋ B. Kept on the list
+/// (`<` for `≤`, tried), it is listed twice when it refills, so the next 1.5 ms of deferred
+/// service is split in thirds: queue 0 seems to hold 2500 B instead of 2250 B and the
+/// 600-byte packet is dropped where the core passes it.
+#[test]
+fn flat_fair_water_level_equality_matches_core() {
+    if !root() {
+        return;
+    }
+    let (src, dst): (IpAddr, IpAddr) = ("10.8.0.1".parse().unwrap(), "10.9.0.1".parse().unwrap());
+    let at = |t: u64, class: u8, len: u16| Arrival { t, frame: build_frame(src, dst, 1000, 5201, IPPROTO_UDP, class, len) };
+    let arrivals = [
+        at(1000, 0, 1500),
+        at(1000, 1, 1500),
+        at(1000, 1, 1500),
+        at(3_001_000, 0, 1500),
+        at(3_001_000, 0, 1500),
+        at(4_501_000, 0, 600),
+        at(4_501_000, 0, 1500), // full either way
+        at(4_501_000, 0, 1500),
+    ];
+    for kind in ["pqp", "bcpqp"] {
+        let (bpf, _) = check(&format!("kind = \"{kind}\"\nrate = \"8mbit\"\nqueue_size = 3000\nqueues = 2\nclassify = \"class\""), &arrivals);
+        assert_eq!(bpf.stats().unwrap()[0].1.dropped_packets, 2, "{kind}: the last two packets are the drops");
     }
 }
 
