@@ -2,11 +2,13 @@
 //! only takes out magic, and removed magic ≤ added magic, so the real bytes passed over any
 //! [0, t] are at most r·t + Σ B_i, whatever the policy and the trace.
 
+mod common;
+
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use ratekit_core::bcpqp::{BcPqp, BcPqpConfig};
-use ratekit_core::{Bytes, Classify, Duration, Instant, Packet, Policer, Rate};
+use ratekit_core::{Classify, Duration, Instant, Packet, Policer};
 
 const NANOS: u128 = 1_000_000_000;
 
@@ -20,17 +22,7 @@ const POLICIES: &[(&str, u32)] = &[
 
 fn config(policy: usize, rate: u64, size: u64, theta_plus: f64, theta_minus: f64, window_us: u64) -> BcPqpConfig {
     let (spec, queues) = POLICIES[policy];
-    BcPqpConfig {
-        rate: Rate(rate),
-        queues,
-        queue_size: Bytes(size),
-        classify: Classify::Class,
-        policy: spec.into(),
-        weights: (spec == "weighted").then(|| (1..=queues).collect()),
-        theta_plus,
-        theta_minus,
-        window: Duration::from_micros(window_us),
-    }
+    common::bcpqp_config(spec, queues, rate, size, Classify::Class, (theta_plus, theta_minus), Duration::from_micros(window_us))
 }
 
 /// Per class an on/off source: trains of packets faster than the rate, silences long enough
@@ -93,17 +85,7 @@ const B: u64 = 5_800_000;
 const T_MS: u64 = 100;
 
 fn four_classes(policy: &str, from_s: u64, seconds: u64, seed: u64) -> FourClasses {
-    let cfg = BcPqpConfig {
-        rate: Rate(R),
-        queues: 4,
-        queue_size: Bytes(B),
-        classify: Classify::Class,
-        policy: policy.into(),
-        weights: None,
-        theta_plus: 1.5,
-        theta_minus: 0.5,
-        window: Duration::from_millis(T_MS),
-    };
+    let cfg = common::bcpqp_config(policy, 4, R, B, Classify::Class, (1.5, 0.5), Duration::from_millis(T_MS));
     let mut bc = BcPqp::new(&cfg);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mean_gap = PKT as f64 / (R as f64 / 2.0) * 1e9;

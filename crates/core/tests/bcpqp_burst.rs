@@ -3,10 +3,11 @@
 //! Each bound is also shown to fail for plain PQP with the same (large) queues, so the tests
 //! measure burst control rather than a small queue.
 
+mod common;
 mod pqp_reference;
 
 use pqp_reference::load::{run, Source, PKT};
-use ratekit_core::bcpqp::{BcPqp, BcPqpConfig};
+use ratekit_core::bcpqp::BcPqp;
 use ratekit_core::pqp::{Pqp, PqpConfig};
 use ratekit_core::{Bytes, Classify, Duration, Instant, Policer, Rate};
 
@@ -16,17 +17,7 @@ const SEC: u64 = 1_000_000_000;
 const B: u64 = 4 << 20; // ≫ θ+·r·T = 187.5 kB, as 000 §6.1 sizes BC-PQP
 
 fn bcpqp(queues: u32, policy: &str) -> BcPqp {
-    let cfg = BcPqpConfig {
-        rate: Rate(R),
-        queues,
-        queue_size: Bytes(B),
-        classify: Classify::Class,
-        policy: policy.into(),
-        weights: None,
-        theta_plus: 1.5,
-        theta_minus: 0.5,
-        window: Duration(T),
-    };
+    let cfg = common::bcpqp_config(policy, queues, R, B, Classify::Class, (1.5, 0.5), Duration(T));
     cfg.validate().unwrap();
     BcPqp::new(&cfg)
 }

@@ -1,10 +1,12 @@
 //! BC-PQP on random policies, parameters and traces: never panics, keeps its invariants
 //! (0 ≤ magic ≤ L_i ≤ B), counts every packet, and with θ+ out of reach is exactly PQP.
 
+mod common;
+
 use proptest::prelude::*;
 use ratekit_core::bcpqp::{BcPqp, BcPqpConfig};
 use ratekit_core::pqp::{Pqp, PqpConfig};
-use ratekit_core::{Bytes, Classify, Duration, Instant, Packet, Policer, Rate};
+use ratekit_core::{Classify, Duration, Instant, Packet, Policer};
 
 const POLICIES: &[(&str, u32)] = &[
     ("fair", 8),
@@ -17,17 +19,8 @@ const POLICIES: &[(&str, u32)] = &[
 
 fn config(policy: usize, rate: u64, size: u64, theta_plus: f64, window_us: u64, flow: bool) -> BcPqpConfig {
     let (spec, queues) = POLICIES[policy];
-    BcPqpConfig {
-        rate: Rate(rate),
-        queues,
-        queue_size: Bytes(size),
-        classify: if flow { Classify::Flow } else { Classify::Class },
-        policy: spec.into(),
-        weights: (spec == "weighted").then(|| (1..=queues).collect()),
-        theta_plus,
-        theta_minus: theta_plus / 3.0,
-        window: Duration::from_micros(window_us),
-    }
+    let classify = if flow { Classify::Flow } else { Classify::Class };
+    common::bcpqp_config(spec, queues, rate, size, classify, (theta_plus, theta_plus / 3.0), Duration::from_micros(window_us))
 }
 
 fn trace() -> impl Strategy<Value = Vec<(u64, u64, u16, u32)>> {
