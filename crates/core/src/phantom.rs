@@ -54,6 +54,12 @@ pub struct PhantomPolicy {
     weight_of_queue: Vec<u32>,
     inner_count: usize,
     slot_count: usize,
+    /// Where an aggregate's occupancies start in its block, in u64 words (after the inner
+    /// nodes' states, 3 words each), and where its active-children slots start (after them).
+    occupancy_at: usize,
+    slots_at: usize,
+    /// The block's size in cache lines.
+    block_lines: usize,
     depth: usize,
     /// Every queue hangs directly off one `fair`/`weighted` root: service can be deferred.
     flat_share: bool,
@@ -79,6 +85,9 @@ impl PhantomPolicy {
             weight_of_queue: Vec::new(),
             inner_count: 0,
             slot_count: 0,
+            occupancy_at: 0,
+            slots_at: 0,
+            block_lines: 0,
             depth: 0,
             flat_share: false,
             flat_fair: false,
@@ -87,6 +96,9 @@ impl PhantomPolicy {
         p.weight_of_queue = p.leaf_of_queue.iter().map(|&leaf| p.nodes[leaf as usize].weight).collect();
         p.flat_share = p.depth <= 2 && p.nodes[0].kind == Kind::Share;
         p.flat_fair = p.flat_share && p.nodes.iter().all(|n| n.weight == 1);
+        p.occupancy_at = p.inner_count * INNER_WORDS;
+        p.slots_at = p.occupancy_at + p.queues();
+        p.block_lines = (p.slots_at + p.slot_count.div_ceil(4)).div_ceil(8);
         if p.nodes.len() > u16::MAX as usize {
             return Err(CompileError::TooLarge(p.nodes.len()));
         }
@@ -170,8 +182,10 @@ impl PhantomPolicy {
     }
 }
 
-/// Per inner node: the bytes queued below it and its non-empty children.
-#[derive(Debug, Clone, Copy, Default)]
+/// Per inner node: the bytes queued below it and its non-empty children. Three words of the
+/// aggregate's block (`Pod`: it is read in place from the block's words).
+#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C)]
 struct InnerState {
     /// Σ of the occupancy of every queue below, in nano-bytes.
     backlog: u64,
@@ -183,7 +197,19 @@ struct InnerState {
     /// [`PhantomQueues::set_defer_limit`] (the deferred remainder's taker), so that
     /// [`PhantomQueues::occupancy`] need not look it up. Fits in the padding.
     head_queue: u16,
+    _padding: u32,
 }
+
+/// Words of an [`InnerState`].
+const INNER_WORDS: usize = std::mem::size_of::<InnerState>() / 8;
+
+/// A cache line's worth of an aggregate's block (the unit it is sized in). Aligned to 16 only,
+/// what the allocator gives anyway: 64 sends it down its aligned path (padding around every
+/// block), and in alternated `ratekit bench` runs at 10k aggregates the 64-aligned block was
+/// slower than this one (docs/bcpqp.md, Cost).
+#[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C, align(16))]
+struct Line([u64; 8]);
 
 /// What [`PhantomQueues::apply`] did, for the defer limit that follows it.
 enum Served {
@@ -198,11 +224,12 @@ enum Served {
 /// [`crate::Rate::credit`], so that service `r·Δt` is exact.
 #[derive(Debug, Clone)]
 pub struct PhantomQueues {
-    occupancy: Box<[u64]>,
-    inner: Box<[InnerState]>,
-    /// Active children of every inner node, as node ids; a node's slots are
-    /// `first_slot .. first_slot + active_len`. Kept in rank order under `priority` nodes.
-    slots: Box<[u16]>,
+    /// One heap block (a packet touches as few cache lines as possible, and one pointer):
+    /// every inner node's [`InnerState`] (the root first), then the occupancy of every queue,
+    /// then the active children of every inner node as u16 node ids (a node's slots are
+    /// `first_slot .. first_slot + active_len`, kept in rank order under `priority` nodes).
+    /// The offsets are the policy's `occupancy_at` and `slots_at`.
+    block: Box<[Line]>,
     /// Flat `fair`/`weighted` only: service owed but not yet handed out (nano-bytes).
     deferred: u64,
     /// Service may stay deferred while `deferred < defer_limit`: below it no queue can empty,
@@ -215,9 +242,7 @@ pub struct PhantomQueues {
 impl PhantomQueues {
     pub fn new(policy: &PhantomPolicy) -> Self {
         PhantomQueues {
-            occupancy: vec![0; policy.queues()].into_boxed_slice(),
-            inner: vec![InnerState::default(); policy.inner_count].into_boxed_slice(),
-            slots: vec![0; policy.slot_count].into_boxed_slice(),
+            block: vec![Line([0; 8]); policy.block_lines].into_boxed_slice(),
             deferred: 0,
             defer_limit: 0,
             weight_reciprocal: 0,
@@ -226,13 +251,90 @@ impl PhantomQueues {
 
     /// Bytes this aggregate's state holds on the heap.
     pub fn heap_bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.occupancy) + std::mem::size_of_val(&*self.inner) + std::mem::size_of_val(&*self.slots)
+        std::mem::size_of_val(&*self.block)
+    }
+
+    #[inline(always)]
+    fn words(&self) -> &[u64] {
+        bytemuck::cast_slice(&self.block)
+    }
+
+    #[inline(always)]
+    fn words_mut(&mut self) -> &mut [u64] {
+        bytemuck::cast_slice_mut(&mut self.block)
+    }
+
+    /// The root's state: the block's first words.
+    #[inline(always)]
+    fn root(&self) -> &InnerState {
+        bytemuck::from_bytes(&bytemuck::bytes_of(&self.block[0])[..INNER_WORDS * 8])
+    }
+
+    #[inline(always)]
+    fn root_mut(&mut self) -> &mut InnerState {
+        bytemuck::from_bytes_mut(&mut bytemuck::bytes_of_mut(&mut self.block[0])[..INNER_WORDS * 8])
+    }
+
+    #[inline(always)]
+    fn inner(&self, policy: &PhantomPolicy) -> &[InnerState] {
+        bytemuck::cast_slice(&self.words()[..policy.occupancy_at])
+    }
+
+    #[inline(always)]
+    fn occ(&self, policy: &PhantomPolicy) -> &[u64] {
+        &self.words()[policy.occupancy_at..policy.slots_at]
+    }
+
+    /// Queue `q`'s occupancy word, for the per-packet paths: one bounds check on the block
+    /// instead of slicing the occupancies out first.
+    #[inline(always)]
+    fn occ_word(&self, policy: &PhantomPolicy, q: usize) -> u64 {
+        debug_assert!(q < policy.queues());
+        self.words()[policy.occupancy_at + q]
+    }
+
+    #[inline(always)]
+    fn occ_word_mut(&mut self, policy: &PhantomPolicy, q: usize) -> &mut u64 {
+        debug_assert!(q < policy.queues());
+        let at = policy.occupancy_at + q;
+        &mut self.words_mut()[at]
+    }
+
+    #[inline(always)]
+    fn slots(&self, policy: &PhantomPolicy) -> &[u16] {
+        bytemuck::cast_slice(&self.words()[policy.slots_at..])
+    }
+
+    /// The block's three parts, for code that holds one while it changes another.
+    #[inline(always)]
+    fn parts_mut(&mut self, policy: &PhantomPolicy) -> (&mut [InnerState], &mut [u64], &mut [u16]) {
+        let words = self.words_mut();
+        let (inner, rest) = words.split_at_mut(policy.occupancy_at);
+        let (occ, slots) = rest.split_at_mut(policy.slots_at - policy.occupancy_at);
+        (bytemuck::cast_slice_mut(inner), occ, bytemuck::cast_slice_mut(slots))
+    }
+
+    #[inline(always)]
+    fn inner_mut(&mut self, policy: &PhantomPolicy) -> &mut [InnerState] {
+        self.parts_mut(policy).0
+    }
+
+    #[inline(always)]
+    fn occ_mut(&mut self, policy: &PhantomPolicy) -> &mut [u64] {
+        let (at, end) = (policy.occupancy_at, policy.slots_at);
+        &mut self.words_mut()[at..end]
+    }
+
+    #[inline(always)]
+    fn slots_mut(&mut self, policy: &PhantomPolicy) -> &mut [u16] {
+        let at = policy.slots_at;
+        bytemuck::cast_slice_mut(&mut self.words_mut()[at..])
     }
 
     /// Occupancy of queue `q` in nano-bytes, with any deferred service applied.
     #[inline(always)]
     pub fn occupancy(&self, policy: &PhantomPolicy, q: usize) -> u64 {
-        let stored = self.occupancy[q];
+        let stored = self.occ_word(policy, q);
         if self.deferred == 0 || stored == 0 {
             return stored;
         }
@@ -244,7 +346,7 @@ impl PhantomQueues {
     /// remainder D − ⌊D/W⌋·W for the first queue of the list (whose slack exceeds W).
     #[inline(always)]
     fn deferred_share(&self, policy: &PhantomPolicy, q: usize) -> u64 {
-        let root = &self.inner[0];
+        let root = &*self.root();
         let (unit, spare) = div_rem_by_reciprocal(self.deferred, root.active_weight, self.weight_reciprocal);
         let part = if policy.flat_fair { unit } else { unit * policy.weight_of_queue[q] as u64 };
         part + if root.head_queue as usize == q { spare } else { 0 }
@@ -253,7 +355,7 @@ impl PhantomQueues {
     /// Total occupancy of all queues in nano-bytes (deferred service applied).
     #[inline]
     pub fn backlog(&self) -> u64 {
-        self.inner[0].backlog - self.deferred
+        self.root().backlog - self.deferred
     }
 
     /// Hands out deferred service now (before the active set changes). The caller recomputes
@@ -276,23 +378,24 @@ impl PhantomQueues {
     /// [`Self::water_fill`] (all of it to the first queue) give it. Same state, no tests.
     /// Returns the level [`Self::set_defer_limit`] needs, min ⌊L_q/w_q⌋, found on the way.
     fn hand_out_deferred(&mut self, policy: &PhantomPolicy, d: u64, on_drain: &mut impl FnMut(usize, u64)) -> Option<u64> {
-        let root = self.inner[0];
+        let root = *self.root();
         if root.backlog == 0 {
             return None;
         }
         let mut m = u64::MAX;
         let (unit, mut spare) = div_rem_by_reciprocal(d, root.active_weight, self.weight_reciprocal);
-        self.inner[0].backlog -= d;
-        let active = &self.slots[..root.active_len as usize];
+        let (inner, occupancy, slots) = self.parts_mut(policy);
+        inner[0].backlog -= d;
+        let active = &slots[..root.active_len as usize];
         if policy.flat_fair {
             for &leaf in active {
                 let q = policy.nodes[leaf as usize].index as usize;
                 let extra = (spare > 0) as u64;
                 spare -= extra;
-                debug_assert!(self.occupancy[q] > unit + extra, "deferred service empties no queue");
-                self.occupancy[q] -= unit + extra;
-                on_drain(q, self.occupancy[q]);
-                m = m.min(self.occupancy[q]);
+                debug_assert!(occupancy[q] > unit + extra, "deferred service empties no queue");
+                occupancy[q] -= unit + extra;
+                on_drain(q, occupancy[q]);
+                m = m.min(occupancy[q]);
             }
         } else {
             for &leaf in active {
@@ -301,11 +404,11 @@ impl PhantomQueues {
                 let give = unit * info.weight as u64 + std::mem::take(&mut spare);
                 // water_fill leaves a child it gives nothing to untouched (no on_drain).
                 if give > 0 {
-                    debug_assert!(self.occupancy[q] > give, "deferred service empties no queue");
-                    self.occupancy[q] -= give;
-                    on_drain(q, self.occupancy[q]);
+                    debug_assert!(occupancy[q] > give, "deferred service empties no queue");
+                    occupancy[q] -= give;
+                    on_drain(q, occupancy[q]);
                 }
-                m = m.min(self.occupancy[q] / info.weight as u64);
+                m = m.min(occupancy[q] / info.weight as u64);
             }
         }
         Some(m)
@@ -316,20 +419,20 @@ impl PhantomQueues {
     /// ⌊D/W⌋·w_q + W (so none empties and the remainder fits in the first) iff
     /// ⌊D/W⌋ + W ≤ m, i.e. D < (m − W + 1)·W. Arrivals only raise L_q, so the limit stays safe.
     fn set_defer_limit(&mut self, policy: &PhantomPolicy) {
-        if !policy.flat_share || self.inner[0].active_len == 0 {
+        if !policy.flat_share || self.root().active_len == 0 {
             self.defer_limit = 0;
             return;
         }
         let mut m = u64::MAX;
-        let active = &self.slots[..self.inner[0].active_len as usize];
+        let active = &self.slots(policy)[..self.root().active_len as usize];
         if policy.flat_fair {
             for &leaf in active {
-                m = m.min(self.occupancy[policy.nodes[leaf as usize].index as usize]);
+                m = m.min(self.occ(policy)[policy.nodes[leaf as usize].index as usize]);
             }
         } else {
             for &leaf in active {
                 let info = &policy.nodes[leaf as usize];
-                m = m.min(self.occupancy[info.index as usize] / info.weight as u64);
+                m = m.min(self.occ(policy)[info.index as usize] / info.weight as u64);
             }
         }
         self.set_defer_limit_at(policy, m);
@@ -338,13 +441,13 @@ impl PhantomQueues {
     /// [`Self::set_defer_limit`] given its level m = min over active queues of ⌊L_q/w_q⌋.
     fn set_defer_limit_at(&mut self, policy: &PhantomPolicy, m: u64) {
         self.defer_limit = 0;
-        let root = self.inner[0];
+        let root = *self.root();
         if !policy.flat_share || root.active_len == 0 {
             return;
         }
         let w = root.active_weight;
         self.weight_reciprocal = u64::MAX / w;
-        self.inner[0].head_queue = policy.nodes[self.slots[0] as usize].index;
+        self.root_mut().head_queue = policy.nodes[self.slots(policy)[0] as usize].index;
         if m >= w {
             self.defer_limit = ((m - w + 1) as u128 * w as u128).min(u64::MAX as u128) as u64;
         }
@@ -362,17 +465,17 @@ impl PhantomQueues {
             out.push(info.index as usize);
             return;
         }
-        let st = self.inner[info.index as usize];
+        let st = self.inner(policy)[info.index as usize];
         for i in 0..st.active_len {
-            self.collect_active(policy, self.slots[(info.first_slot + i) as usize], out);
+            self.collect_active(policy, self.slots(policy)[(info.first_slot + i) as usize], out);
         }
     }
 
     fn node_backlog(&self, policy: &PhantomPolicy, node: u16) -> u64 {
         let info = &policy.nodes[node as usize];
         match info.kind {
-            Kind::Leaf => self.occupancy[info.index as usize],
-            _ => self.inner[info.index as usize].backlog,
+            Kind::Leaf => self.occ(policy)[info.index as usize],
+            _ => self.inner(policy)[info.index as usize].backlog,
         }
     }
 
@@ -382,20 +485,20 @@ impl PhantomQueues {
         if nb == 0 {
             return;
         }
-        if self.occupancy[q] == 0 {
+        if self.occ_word(policy, q) == 0 {
             self.activate(policy, q, nb, on_drain);
             return;
         }
         // The common case: no list changes, only the backlogs on the way up grow.
-        self.occupancy[q] += nb;
+        *self.occ_word_mut(policy, q) += nb;
         if policy.flat_share {
             // Every queue's parent is the root, inner node 0.
-            self.inner[0].backlog += nb;
+            self.root_mut().backlog += nb;
         } else {
             let mut node = policy.leaf_of_queue[q];
             while node != 0 {
                 let parent = policy.nodes[node as usize].parent;
-                self.inner[policy.nodes[parent as usize].index as usize].backlog += nb;
+                self.inner_mut(policy)[policy.nodes[parent as usize].index as usize].backlog += nb;
                 node = parent;
             }
         }
@@ -407,12 +510,13 @@ impl PhantomQueues {
         let mut node = policy.leaf_of_queue[q];
         // A new active queue changes everyone's share: settle the old shares first.
         let level = self.flush(policy, on_drain);
-        self.occupancy[q] += nb;
+        self.occ_mut(policy)[q] += nb;
         let mut activate = true;
         while node != 0 {
             let info = &policy.nodes[node as usize];
             let parent = &policy.nodes[info.parent as usize];
-            let pst = &mut self.inner[parent.index as usize];
+            let (inner, _, slots) = self.parts_mut(policy);
+            let pst = &mut inner[parent.index as usize];
             let parent_was_empty = pst.backlog == 0;
             if activate {
                 let len = pst.active_len as usize;
@@ -420,12 +524,12 @@ impl PhantomQueues {
                 let mut pos = len;
                 if parent.kind == Kind::Priority {
                     // Insertion keeps rank order, so service walks children highest first.
-                    while pos > 0 && policy.nodes[self.slots[base + pos - 1] as usize].rank > info.rank {
-                        self.slots[base + pos] = self.slots[base + pos - 1];
+                    while pos > 0 && policy.nodes[slots[base + pos - 1] as usize].rank > info.rank {
+                        slots[base + pos] = slots[base + pos - 1];
                         pos -= 1;
                     }
                 }
-                self.slots[base + pos] = node;
+                slots[base + pos] = node;
                 pst.active_len += 1;
                 pst.active_weight += info.weight as u64;
             }
@@ -436,7 +540,7 @@ impl PhantomQueues {
         match level {
             // Flat: the hand-out found the old queues' level; q is the only newcomer.
             Some(m) if policy.flat_share => {
-                self.set_defer_limit_at(policy, m.min(self.occupancy[q] / policy.weight_of_queue[q] as u64))
+                self.set_defer_limit_at(policy, m.min(self.occ(policy)[q] / policy.weight_of_queue[q] as u64))
             }
             _ => self.set_defer_limit(policy),
         }
@@ -446,7 +550,7 @@ impl PhantomQueues {
     /// magic removal), deactivating whatever it empties.
     pub fn remove(&mut self, policy: &PhantomPolicy, q: usize, nb: u64, on_drain: &mut impl FnMut(usize, u64)) {
         let served = self.flush(policy, on_drain);
-        let nb = nb.min(self.occupancy[q]);
+        let nb = nb.min(self.occ(policy)[q]);
         if nb == 0 {
             if let Some(m) = served {
                 // The active set is unchanged: the hand-out's level is the limit's.
@@ -454,28 +558,28 @@ impl PhantomQueues {
             }
             return;
         }
-        self.occupancy[q] -= nb;
-        let mut deactivate = self.occupancy[q] == 0;
+        self.occ_mut(policy)[q] -= nb;
+        let mut deactivate = self.occ(policy)[q] == 0;
         let mut node = policy.leaf_of_queue[q];
         while node != 0 {
             let info = &policy.nodes[node as usize];
             let parent = &policy.nodes[info.parent as usize];
             let ix = parent.index as usize;
             let base = parent.first_slot as usize;
-            self.inner[ix].backlog -= nb;
+            self.inner_mut(policy)[ix].backlog -= nb;
             if deactivate {
-                let len = self.inner[ix].active_len as usize;
-                let i = (0..len).find(|&i| self.slots[base + i] == node).expect("an active node is in its parent's list");
+                let len = self.inner(policy)[ix].active_len as usize;
+                let i = (0..len).find(|&i| self.slots(policy)[base + i] == node).expect("an active node is in its parent's list");
                 if parent.kind == Kind::Priority {
-                    self.slots.copy_within(base + i + 1..base + len, base + i);
-                    let st = &mut self.inner[ix];
+                    self.slots_mut(policy).copy_within(base + i + 1..base + len, base + i);
+                    let st = &mut self.inner_mut(policy)[ix];
                     st.active_len -= 1;
                     st.active_weight -= info.weight as u64;
                 } else {
-                    self.remove_slot(ix, base, i, info.weight as u64);
+                    self.remove_slot(policy, ix, base, i, info.weight as u64);
                 }
             }
-            deactivate = self.inner[ix].backlog == 0;
+            deactivate = self.inner(policy)[ix].backlog == 0;
             node = info.parent;
         }
         self.set_defer_limit(policy);
@@ -505,7 +609,7 @@ impl PhantomQueues {
 
     /// Hands out `budget` now.
     fn apply(&mut self, policy: &PhantomPolicy, budget: u64, on_drain: &mut impl FnMut(usize, u64)) -> Served {
-        let total = self.inner[0].backlog;
+        let total = self.root().backlog;
         if total == 0 || budget == 0 {
             return Served::Nothing;
         }
@@ -517,7 +621,7 @@ impl PhantomQueues {
             }
         } else if policy.flat_share {
             // fill(root) without the dispatch, asking the water-filling for the level.
-            self.inner[0].backlog -= budget;
+            self.root_mut().backlog -= budget;
             if let Some(m) = self.water_fill(policy, 0, 0, budget, true, on_drain) {
                 return Served::AtLevel(m);
             }
@@ -532,16 +636,16 @@ impl PhantomQueues {
         let info = &policy.nodes[node as usize];
         if info.kind == Kind::Leaf {
             let q = info.index as usize;
-            self.occupancy[q] = 0;
+            self.occ_mut(policy)[q] = 0;
             on_drain(q, 0);
             return;
         }
-        let st = self.inner[info.index as usize];
+        let st = self.inner(policy)[info.index as usize];
         for i in 0..st.active_len {
-            let child = self.slots[(info.first_slot + i) as usize];
+            let child = self.slots(policy)[(info.first_slot + i) as usize];
             self.drain_all(policy, child, on_drain);
         }
-        self.inner[info.index as usize] = InnerState::default();
+        self.inner_mut(policy)[info.index as usize] = InnerState::default();
     }
 
     /// Serves `budget` (< backlog of `node`) within the subtree of `node`.
@@ -549,13 +653,13 @@ impl PhantomQueues {
         let info = &policy.nodes[node as usize];
         if info.kind == Kind::Leaf {
             let q = info.index as usize;
-            self.occupancy[q] -= budget;
-            on_drain(q, self.occupancy[q]);
+            self.occ_mut(policy)[q] -= budget;
+            on_drain(q, self.occ(policy)[q]);
             return;
         }
         let ix = info.index as usize;
         let base = info.first_slot as usize;
-        self.inner[ix].backlog -= budget;
+        self.inner_mut(policy)[ix].backlog -= budget;
         match info.kind {
             Kind::Priority => {
                 // Strict order: the highest-ranked children empty completely, one is served in
@@ -563,21 +667,21 @@ impl PhantomQueues {
                 let mut left = budget;
                 let mut emptied = 0;
                 while left > 0 {
-                    let child = self.slots[base + emptied];
+                    let child = self.slots(policy)[base + emptied];
                     let d = self.node_backlog(policy, child);
                     if left >= d {
                         left -= d;
                         self.drain_all(policy, child, on_drain);
-                        self.inner[ix].active_weight -= policy.nodes[child as usize].weight as u64;
+                        self.inner_mut(policy)[ix].active_weight -= policy.nodes[child as usize].weight as u64;
                         emptied += 1;
                     } else {
                         self.fill(policy, child, left, on_drain);
                         left = 0;
                     }
                 }
-                let len = self.inner[ix].active_len as usize;
-                self.slots.copy_within(base + emptied..base + len, base);
-                self.inner[ix].active_len -= emptied as u16;
+                let len = self.inner(policy)[ix].active_len as usize;
+                self.slots_mut(policy).copy_within(base + emptied..base + len, base);
+                self.inner_mut(policy)[ix].active_len -= emptied as u16;
             }
             Kind::Share => {
                 self.water_fill(policy, ix, base, budget, false, on_drain);
@@ -605,14 +709,14 @@ impl PhantomQueues {
         let mut level = None;
         // The node's list length and weight live in locals while its children are served
         // (serving a child only touches the child's subtree), and are stored back at the end.
-        let mut len = self.inner[ix].active_len as usize;
-        let mut wsum = self.inner[ix].active_weight;
+        let mut len = self.inner(policy)[ix].active_len as usize;
+        let mut wsum = self.inner(policy)[ix].active_weight;
         let mut s = budget;
         loop {
             let mut removed = false;
             let mut i = 0;
             while i < len {
-                let child = self.slots[base + i];
+                let child = self.slots(policy)[base + i];
                 let w = policy.nodes[child as usize].weight as u64;
                 let d = self.node_backlog(policy, child);
                 // d > s already fails the test (w ≤ wsum): skips the 128-bit products for
@@ -622,7 +726,7 @@ impl PhantomQueues {
                     self.drain_all(policy, child, on_drain);
                     len -= 1;
                     wsum -= w;
-                    self.slots[base + i] = self.slots[base + len];
+                    self.slots_mut(policy)[base + i] = self.slots(policy)[base + len];
                     removed = true;
                 } else {
                     i += 1;
@@ -637,7 +741,7 @@ impl PhantomQueues {
             let mut spare = s - unit * wsum;
             let mut i = 0;
             while i < len {
-                let child = self.slots[base + i];
+                let child = self.slots(policy)[base + i];
                 let info = &policy.nodes[child as usize];
                 let w = info.weight as u64;
                 let d = self.node_backlog(policy, child);
@@ -649,14 +753,14 @@ impl PhantomQueues {
                     self.drain_all(policy, child, on_drain);
                     len -= 1;
                     wsum -= w;
-                    self.slots[base + i] = self.slots[base + len];
+                    self.slots_mut(policy)[base + i] = self.slots(policy)[base + len];
                 } else {
                     if give > 0 {
                         if info.kind == Kind::Leaf {
                             // What fill does for a leaf, without the call.
                             let q = info.index as usize;
-                            self.occupancy[q] -= give;
-                            on_drain(q, self.occupancy[q]);
+                            self.occ_mut(policy)[q] -= give;
+                            on_drain(q, self.occ(policy)[q]);
                         } else {
                             self.fill(policy, child, give, on_drain);
                         }
@@ -669,41 +773,47 @@ impl PhantomQueues {
                 }
             }
         }
-        let st = &mut self.inner[ix];
+        let st = &mut self.inner_mut(policy)[ix];
         st.active_len = len as u16;
         st.active_weight = wsum;
         level
     }
 
-    fn remove_slot(&mut self, ix: usize, base: usize, i: usize, weight: u64) {
-        let st = &mut self.inner[ix];
+    fn remove_slot(&mut self, policy: &PhantomPolicy, ix: usize, base: usize, i: usize, weight: u64) {
+        let (inner, _, slots) = self.parts_mut(policy);
+        let st = &mut inner[ix];
         st.active_len -= 1;
         st.active_weight -= weight;
-        self.slots[base + i] = self.slots[base + st.active_len as usize];
+        slots[base + i] = slots[base + st.active_len as usize];
     }
 
     /// The flat `fair` case without the tree walk: same arithmetic as [`Self::water_fill`]
     /// with unit weights, on the root's active list. When its last pass serves every queue
     /// left, it returns their smallest occupancy, the defer limit's level.
     fn serve_flat_fair(&mut self, policy: &PhantomPolicy, budget: u64, on_drain: &mut impl FnMut(usize, u64)) -> Option<u64> {
-        self.inner[0].backlog -= budget;
+        let (inner, occupancy, slots) = self.parts_mut(policy);
+        let root = &mut inner[0];
+        root.backlog -= budget;
         let mut s = budget;
         loop {
-            let n = self.inner[0].active_len as u64;
+            let n = root.active_len as u64;
             let level = s / n;
             let mut removed = false;
             let mut i = 0;
             // backlog·n ≤ s  ⇔  backlog ≤ ⌊s/n⌋ for integers; the level only rises as queues
             // leave, so testing later queues against the old level is still exact.
-            while i < self.inner[0].active_len as usize {
-                let leaf = self.slots[i];
+            while i < root.active_len as usize {
+                let leaf = slots[i];
                 let q = policy.nodes[leaf as usize].index as usize;
-                let d = self.occupancy[q];
+                let d = occupancy[q];
                 if d <= level {
                     s -= d;
-                    self.occupancy[q] = 0;
+                    occupancy[q] = 0;
                     on_drain(q, 0);
-                    self.remove_slot(0, 0, i, 1);
+                    // remove_slot(0, 0, i, 1) on the parts already split.
+                    root.active_len -= 1;
+                    root.active_weight -= 1;
+                    slots[i] = slots[root.active_len as usize];
                     removed = true;
                 } else {
                     i += 1;
@@ -716,19 +826,19 @@ impl PhantomQueues {
         if s == 0 {
             return None;
         }
-        let n = self.inner[0].active_len as u64;
+        let n = root.active_len as u64;
         let unit = s / n;
         let mut spare = s - unit * n;
         let mut level = u64::MAX;
-        for i in 0..n as usize {
-            let q = policy.nodes[self.slots[i] as usize].index as usize;
+        for &leaf in &slots[..n as usize] {
+            let q = policy.nodes[leaf as usize].index as usize;
             let extra = (spare > 0) as u64;
             spare -= extra;
             // Every remaining queue holds more than `unit` (it failed the test above), so
             // unit + 1 never exceeds its occupancy.
-            self.occupancy[q] -= unit + extra;
-            on_drain(q, self.occupancy[q]);
-            level = level.min(self.occupancy[q]);
+            occupancy[q] -= unit + extra;
+            on_drain(q, occupancy[q]);
+            level = level.min(occupancy[q]);
         }
         Some(level)
     }
@@ -745,7 +855,7 @@ impl PhantomQueues {
         if policy.flat_share {
             // The walk below in closed form: one share node, the root, above every queue.
             let w = policy.weight_of_queue[q] as u64;
-            let wsum = self.inner[0].active_weight + if self.occupancy[q] == 0 { w } else { 0 };
+            let wsum = self.root().active_weight + if self.occ(policy)[q] == 0 { w } else { 0 };
             return share_of(budget, w, wsum);
         }
         self.expected_share_walk(policy, q, budget, demand)
@@ -758,7 +868,7 @@ impl PhantomQueues {
         for &child in path[..depth].iter().rev() {
             let pinfo = &policy.nodes[parent as usize];
             let cinfo = &policy.nodes[child as usize];
-            let st = &self.inner[pinfo.index as usize];
+            let st = &self.inner(policy)[pinfo.index as usize];
             let child_idle = self.node_backlog(policy, child) == 0;
             match pinfo.kind {
                 Kind::Share => {
@@ -795,8 +905,8 @@ impl PhantomQueues {
             let c = &policy.nodes[child as usize];
             let p = &policy.nodes[c.parent as usize];
             p.kind == Kind::Priority
-                && self.inner[p.index as usize].active_len > 0
-                && policy.nodes[self.slots[p.first_slot as usize] as usize].rank < c.rank
+                && self.inner(policy)[p.index as usize].active_len > 0
+                && policy.nodes[self.slots(policy)[p.first_slot as usize] as usize].rank < c.rank
         })
     }
 }
@@ -878,19 +988,19 @@ mod tests {
             for _ in 0..50_000 {
                 let sets_limit = if next(2) == 0 {
                     let q = next(8) as usize;
-                    let empty = s.occupancy[q] == 0;
+                    let empty = s.occ(&p)[q] == 0;
                     s.add(&p, q, (1 + next(3000)) * 1_000_000, &mut |_, _| {});
                     empty
                 } else {
                     let budget = if next(50) == 0 { next(30_000) } else { next(3_500) } * 1_000_000;
-                    let sets = s.inner[0].backlog > 0 && budget > 0 && s.deferred.saturating_add(budget) >= s.defer_limit;
+                    let sets = s.root().backlog > 0 && budget > 0 && s.deferred.saturating_add(budget) >= s.defer_limit;
                     s.serve(&p, budget, &mut |_, _| {});
                     sets
                 };
-                if sets_limit && s.inner[0].active_len > 0 {
+                if sets_limit && s.root().active_len > 0 {
                     let mut fresh = s.clone();
                     fresh.set_defer_limit(&p);
-                    let state = |t: &PhantomQueues| (t.defer_limit, t.weight_reciprocal, t.inner[0].head_queue);
+                    let state = |t: &PhantomQueues| (t.defer_limit, t.weight_reciprocal, t.root().head_queue);
                     assert_eq!(state(&s), state(&fresh), "{spec}");
                     checked += 1;
                 }
