@@ -224,7 +224,7 @@ enum Served {
 /// [`crate::Rate::credit`], so that service `r·Δt` is exact.
 #[derive(Debug, Clone)]
 pub struct PhantomQueues {
-    /// One heap block (a packet touches as few cache lines as possible, and one pointer):
+    /// One heap block (one pointer to follow, the root's state right before the occupancies):
     /// every inner node's [`InnerState`] (the root first), then the occupancy of every queue,
     /// then the active children of every inner node as u16 node ids (a node's slots are
     /// `first_slot .. first_slot + active_len`, kept in rank order under `priority` nodes).
