@@ -122,13 +122,64 @@ fn flood_and_check(what: &str, a: &Netns, ns: &str, before: u64, rate: f64, dept
     passed as u64
 }
 
-/// Detaches the program on drop, so that a failed assert leaves no pinned maps behind in
-/// /sys/fs/bpf (the namespaces go with their `Netns`; declared before this, dropped after).
-struct Detach<'a>(&'a str);
+/// Two namespaces this test creates, joined by a veth pair (a0 10.77.0.1 — b0 10.77.0.2), and a
+/// directory for configs. On drop it detaches the program, so that a failed assert leaves no
+/// pinned maps behind in /sys/fs/bpf, and removes the directory; the namespaces go after it.
+struct Lab {
+    a: Netns,
+    b: Netns,
+    dir: std::path::PathBuf,
+}
 
-impl Drop for Detach<'_> {
+impl Lab {
+    fn new(tag: &str) -> Lab {
+        let a = Netns::create(&format!("{tag}-a")).unwrap();
+        let b = Netns::create(&format!("{tag}-b")).unwrap();
+        veth(&a, "a0", "10.77.0.1/24", &b, "b0", "10.77.0.2/24").unwrap();
+        let dir = std::env::temp_dir().join(format!("rk-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Lab { a, b, dir }
+    }
+
+    /// Writes `toml` as `name` in the lab's directory and returns its path.
+    fn config(&self, name: &str, toml: &str) -> String {
+        let p = self.dir.join(name);
+        std::fs::write(&p, toml).unwrap();
+        p.to_string_lossy().into_owned()
+    }
+
+    /// `ratekit tc attach` on b0 with `flags` (e.g. `--ingress`).
+    fn attach(&self, flags: &[&str], config: &str) -> (bool, String) {
+        let mut args = vec!["tc", "attach", "--netns", &self.b.name, "--dev", "b0"];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&["--config", config]);
+        ratekit(&args)
+    }
+
+    fn detach(&self) -> (bool, String) {
+        ratekit(&["tc", "detach", "--netns", &self.b.name, "--dev", "b0"])
+    }
+
+    /// Attaches `at_8mbit` (whose program is `kind`), floods through it, applies `at_16mbit` live
+    /// (the counters must survive) and floods again: each flood held to its rate + `depth`, of
+    /// which one flow can take `flow_depth`.
+    fn holds_rate_and_updates_live(&self, kind: &str, flags: &[&str], at_8mbit: &str, at_16mbit: &str, depth: f64, flow_depth: f64) {
+        let (ok, out) = self.attach(flags, at_8mbit);
+        assert!(ok && out.contains(&format!("attached {kind}")), "{out}");
+        // Receiver: UDP to a closed port is dropped after the tc hook has counted it, which is enough.
+        let rate = 1_000_000.0;
+        let first = flood_and_check(&format!("{kind} 8mbit"), &self.a, &self.b.name, 0, rate, depth, flow_depth);
+        let (ok, out) = self.attach(&[], at_16mbit);
+        assert!(ok && out.contains("state kept"), "{out}");
+        assert_eq!(passed_bytes(&self.b.name), first);
+        flood_and_check(&format!("{kind} 16mbit"), &self.a, &self.b.name, first, 2.0 * rate, depth, flow_depth);
+    }
+}
+
+impl Drop for Lab {
     fn drop(&mut self) {
-        let _ = ratekit(&["tc", "detach", "--netns", self.0, "--dev", "b0"]);
+        let _ = self.detach();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -138,40 +189,22 @@ fn tc_policer_holds_rate_and_updates_live() {
         eprintln!("SKIPPED: tc-BPF and namespaces need root");
         return;
     }
-    let a = Netns::create("tc-a").unwrap();
-    let b = Netns::create("tc-b").unwrap();
-    veth(&a, "a0", "10.77.0.1/24", &b, "b0", "10.77.0.2/24").unwrap();
-    let dir = std::env::temp_dir().join(format!("rk-tc-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let cfg = |rate: &str| {
-        let p = dir.join(format!("tb-{rate}.toml"));
-        std::fs::write(&p, format!("kind = \"token_bucket\"\nrate = \"{rate}\"\nburst = \"20kb\"\n")).unwrap();
-        p.to_string_lossy().into_owned()
-    };
-    let (ok, out) = ratekit(&["tc", "attach", "--netns", &b.name, "--dev", "b0", "--ingress", "--config", &cfg("8mbit")]);
-    assert!(ok && out.contains("attached token_bucket"), "{out}");
-    let _detach = Detach(&b.name);
-    // Receiver: UDP to a closed port is dropped after the tc hook has counted it, which is enough.
-    let (rate, burst) = (1_000_000.0, 20.0 * 1024.0);
-    let first = flood_and_check("token_bucket 8mbit", &a, &b.name, 0, rate, burst, burst);
+    let lab = Lab::new("tc");
+    let cfg = |rate: &str| lab.config(&format!("tb-{rate}.toml"), &format!("kind = \"token_bucket\"\nrate = \"{rate}\"\nburst = \"20kb\"\n"));
+    let burst = 20.0 * 1024.0;
+    lab.holds_rate_and_updates_live("token_bucket", &["--ingress"], &cfg("8mbit"), &cfg("16mbit"), burst, burst);
 
-    // Live update: same kind, new rate; counters (state) survive.
-    let (ok, out) = ratekit(&["tc", "attach", "--netns", &b.name, "--dev", "b0", "--config", &cfg("16mbit")]);
-    assert!(ok && out.contains("state kept"), "{out}");
-    assert_eq!(passed_bytes(&b.name), first);
-    flood_and_check("token_bucket 16mbit", &a, &b.name, first, 2.0 * rate, burst, burst);
-
-    let (ok, prom) = ratekit(&["tc", "stats", "--netns", &b.name, "--dev", "b0", "--format", "prometheus"]);
+    let ns = lab.b.name.as_str();
+    let (ok, prom) = ratekit(&["tc", "stats", "--netns", ns, "--dev", "b0", "--format", "prometheus"]);
     assert!(ok, "{prom}");
     assert!(prom.contains("# TYPE ratekit_passed_bytes_total counter"), "{prom}");
     assert!(prom.contains("aggregate=\"10.77.0.2\""), "{prom}");
     assert!(prom.contains("ratekit_drops_by_reason_total{") && prom.contains("reason=\"overlimit\""), "{prom}");
 
-    let (ok, out) = ratekit(&["tc", "detach", "--netns", &b.name, "--dev", "b0"]);
+    let (ok, out) = lab.detach();
     assert!(ok && out.contains("detached"), "{out}");
-    let (ok, out) = ratekit(&["tc", "stats", "--netns", &b.name, "--dev", "b0"]);
+    let (ok, out) = ratekit(&["tc", "stats", "--netns", ns, "--dev", "b0"]);
     assert!(!ok && out.contains("no ratekit tc-BPF program is attached"), "{out}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -199,30 +232,16 @@ fn tc_bcpqp_holds_rate_and_updates_live() {
         eprintln!("SKIPPED: tc-BPF and namespaces need root");
         return;
     }
-    let a = Netns::create("tcq-a").unwrap();
-    let b = Netns::create("tcq-b").unwrap();
-    veth(&a, "a0", "10.77.0.1/24", &b, "b0", "10.77.0.2/24").unwrap();
-    let dir = std::env::temp_dir().join(format!("rk-tcq-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let lab = Lab::new("tcq");
     let cfg = |rate: &str, queues: u32| {
-        let p = dir.join(format!("bc-{rate}-{queues}.toml"));
-        std::fs::write(&p, format!("kind = \"bcpqp\"\nrate = \"{rate}\"\nqueues = {queues}\nqueue_size = \"20kb\"\n")).unwrap();
-        p.to_string_lossy().into_owned()
+        lab.config(&format!("bc-{rate}-{queues}.toml"), &format!("kind = \"bcpqp\"\nrate = \"{rate}\"\nqueues = {queues}\nqueue_size = \"20kb\"\n"))
     };
-    let (ok, out) = ratekit(&["tc", "attach", "--netns", &b.name, "--dev", "b0", "--config", &cfg("8mbit", 32)]);
+    let (ok, out) = lab.attach(&[], &cfg("8mbit", 32));
     assert!(!ok && out.contains("queues = 32") && out.contains("at most 16 queues"), "{out}");
-    let (ok, out) = ratekit(&["tc", "attach", "--netns", &b.name, "--dev", "b0", "--config", &cfg("8mbit", 4)]);
-    assert!(ok && out.contains("attached bcpqp"), "{out}");
-    let _detach = Detach(&b.name);
-    let (rate, queue) = (1_000_000.0, 20.0 * 1024.0);
-    let first = flood_and_check("bcpqp 8mbit", &a, &b.name, 0, rate, queue, queue);
-    let (ok, out) = ratekit(&["tc", "attach", "--netns", &b.name, "--dev", "b0", "--config", &cfg("16mbit", 4)]);
-    assert!(ok && out.contains("state kept"), "{out}");
-    assert_eq!(passed_bytes(&b.name), first);
-    flood_and_check("bcpqp 16mbit", &a, &b.name, first, 2.0 * rate, queue, queue);
-    let (ok, out) = ratekit(&["tc", "detach", "--netns", &b.name, "--dev", "b0"]);
+    let queue = 20.0 * 1024.0;
+    lab.holds_rate_and_updates_live("bcpqp", &[], &cfg("8mbit", 4), &cfg("16mbit", 4), queue, queue);
+    let (ok, out) = lab.detach();
     assert!(ok && out.contains("detached"), "{out}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// FairPolicer as tc-BPF: a one-flow flood is held to rate + bucket, a live rate change keeps
@@ -233,29 +252,15 @@ fn tc_fair_policer_holds_rate_and_updates_live() {
         eprintln!("SKIPPED: tc-BPF and namespaces need root");
         return;
     }
-    let a = Netns::create("tcf-a").unwrap();
-    let b = Netns::create("tcf-b").unwrap();
-    veth(&a, "a0", "10.77.0.1/24", &b, "b0", "10.77.0.2/24").unwrap();
-    let dir = std::env::temp_dir().join(format!("rk-tcf-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let lab = Lab::new("tcf");
     let cfg = |rate: &str, width: u32| {
-        let p = dir.join(format!("fp-{rate}-{width}.toml"));
-        std::fs::write(&p, format!("kind = \"fair_policer\"\nrate = \"{rate}\"\nbucket = \"20kb\"\nsketch_width = {width}\n")).unwrap();
-        p.to_string_lossy().into_owned()
+        lab.config(&format!("fp-{rate}-{width}.toml"), &format!("kind = \"fair_policer\"\nrate = \"{rate}\"\nbucket = \"20kb\"\nsketch_width = {width}\n"))
     };
-    let (ok, out) = ratekit(&["tc", "attach", "--netns", &b.name, "--dev", "b0", "--config", &cfg("8mbit", 8192)]);
+    let (ok, out) = lab.attach(&[], &cfg("8mbit", 8192));
     assert!(!ok && out.contains("sketch_width") && out.contains("at most 4 x 4096"), "{out}");
-    let (ok, out) = ratekit(&["tc", "attach", "--netns", &b.name, "--dev", "b0", "--config", &cfg("8mbit", 1024)]);
-    assert!(ok && out.contains("attached fair_policer"), "{out}");
-    let _detach = Detach(&b.name);
-    let (rate, bucket) = (1_000_000.0, 20.0 * 1024.0);
     // One flow holds at most half the bucket: it passes while o_i < T = B − o_i (Eq. 5).
-    let first = flood_and_check("fair_policer 8mbit", &a, &b.name, 0, rate, bucket, bucket / 2.0);
-    let (ok, out) = ratekit(&["tc", "attach", "--netns", &b.name, "--dev", "b0", "--config", &cfg("16mbit", 1024)]);
-    assert!(ok && out.contains("state kept"), "{out}");
-    assert_eq!(passed_bytes(&b.name), first);
-    flood_and_check("fair_policer 16mbit", &a, &b.name, first, 2.0 * rate, bucket, bucket / 2.0);
-    let (ok, out) = ratekit(&["tc", "detach", "--netns", &b.name, "--dev", "b0"]);
+    let bucket = 20.0 * 1024.0;
+    lab.holds_rate_and_updates_live("fair_policer", &[], &cfg("8mbit", 1024), &cfg("16mbit", 1024), bucket, bucket / 2.0);
+    let (ok, out) = lab.detach();
     assert!(ok && out.contains("detached"), "{out}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
