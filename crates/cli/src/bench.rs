@@ -11,6 +11,7 @@
 //! deployment runs them, so every figure includes that lookup (≈ the token bucket's whole cost
 //! at one aggregate); the paper's cycle counts exclude classification.
 
+use crate::bench_floor::FairPqpFloor;
 use crate::csv_io::write_atomic;
 use anyhow::Context;
 use rand::{Rng, SeedableRng};
@@ -61,6 +62,9 @@ const OVERLOAD: f64 = 2.0;
 /// Per-aggregate state beyond this is not built: the cell is reported as skipped.
 const MEMORY_BUDGET_BYTES: u64 = 8 << 30;
 
+/// The reference row (bench_floor.rs): the cheapest fair phantom-queue policer, on pqp_fair's config.
+const FLOOR: &str = "fair_pqp_floor";
+
 struct Contender {
     name: &'static str,
     toml: String,
@@ -93,6 +97,7 @@ fn contenders() -> Vec<Contender> {
             toml: format!("kind = \"srtcm\"\ncir = \"{rate}\"\ncbs = {}\nebs = {}\n", sizes.policer, sizes.policer),
         },
         Contender { name: "pqp_fair", toml: phantom("pqp", "flow", "fair", pqp) },
+        Contender { name: FLOOR, toml: phantom("pqp", "flow", "fair", pqp) },
         Contender { name: "bcpqp_fair", toml: phantom("bcpqp", "flow", "fair", sizes.bcpqp) },
         Contender { name: "bcpqp_weighted", toml: phantom("bcpqp", "class", &weighted, sizes.bcpqp) },
         Contender { name: "bcpqp_nested", toml: phantom("bcpqp", "class", &nested, sizes.bcpqp) },
@@ -234,10 +239,12 @@ impl Bench<'_> {
 }
 
 /// Calls `$f` on a `Bench` with a maker of `$cfg`'s concrete policer type: clones of one fresh
-/// prototype, as `aggregates::ConfigFactory` makes them (parameters built once and shared).
+/// prototype, as `aggregates::ConfigFactory` makes them (parameters built once and shared); the
+/// contender named `FLOOR` gets the floor reference instead of core's PQP.
 macro_rules! with_policer {
-    ($cfg:expr, $bench:expr, $f:ident) => {
+    ($name:expr, $cfg:expr, $bench:expr, $f:ident) => {
         match $cfg {
+            EnforcerConfig::Pqp(c) if $name == FLOOR => Ok({ let p = FairPqpFloor::new(c)?; $bench.$f(|| p.clone()) }),
             EnforcerConfig::TokenBucket(c) => Ok({ let p = TokenBucket::new(c); $bench.$f(|| p.clone()) }),
             EnforcerConfig::Srtcm(c) => Ok({ let p = SrTcm::new(c); $bench.$f(|| p.clone()) }),
             EnforcerConfig::Trtcm(c) => Ok({ let p = TrTcm::new(c); $bench.$f(|| p.clone()) }),
@@ -394,7 +401,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // Memory per aggregate, from building 10k of each.
     let sizing_bench = Bench { n: 10_000, arr: &[], warmup_laps: 0 };
     let per_aggregate: Vec<u64> =
-        configs.iter().map(|cfg| with_policer!(cfg, sizing_bench, bytes_each)).collect::<anyhow::Result<_>>()?;
+        configs.iter().zip(&contenders).map(|(cfg, c)| with_policer!(c.name, cfg, sizing_bench, bytes_each)).collect::<anyhow::Result<_>>()?;
 
     let shaper_cfg = shaper_config()?;
     let total_steps = (plan.aggregates.len() * plan.reps * (configs.len() + 1)) as u64;
@@ -419,7 +426,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 progress.set_message(format!("{} × {n}", contenders[i].name));
                 if skipped[i].is_none() {
                     let bench = Bench { n, arr: &arr, warmup_laps: plan.warmup_laps };
-                    samples[i].push(with_policer!(cfg, bench, time)?);
+                    samples[i].push(with_policer!(contenders[i].name, cfg, bench, time)?);
                 }
                 progress.inc(1);
             }

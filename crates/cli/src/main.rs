@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 use ratekit_cli::{csv_io, dask, detect, replay, sim_sweep, summary};
 
 mod bench;
+mod bench_floor;
 mod demo;
 mod middlebox;
 mod reproduce;
