@@ -551,20 +551,19 @@ fn render_shaper(s: &mut String, plan: &Plan, contenders: &[Contender], cells: &
     if shaper.is_empty() {
         return;
     }
-    let bcpqp = contenders.iter().position(|c| c.name == "bcpqp_fair");
     let _ = writeln!(
         s,
         "\nShaper: 16-queue DRR per aggregate, all aggregates on one hashed timing wheel (ShaperSet), same arrivals; \
          woken after every 32 arrivals (enqueue ns per arrival and dequeue ns per packet sent, timed apart) or after \
          every arrival (timed together); total (enqueue + dequeue) ns per arrival.\n"
     );
-    let _ = writeln!(s, "| aggregates | wakes every | enqueue | dequeue | total per arrival | × bcpqp_fair | sent | dropped |");
-    let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(s, "| aggregates | wakes every | enqueue | dequeue | total per arrival | × bcpqp_fair | × {FLOOR} | sent | dropped |");
+    let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let ns = |x: f64| if x.is_nan() { "-".to_string() } else { format!("{x:.1}") };
     for (n, batch, c) in shaper {
         let col = plan.aggregates.iter().position(|a| a == n);
-        let ratio = match (col, bcpqp) {
-            (Some(col), Some(b)) => match &cells[col][b] {
+        let ratio_to = |name: &str| match (col, contenders.iter().position(|c| c.name == name)) {
+            (Some(col), Some(i)) => match &cells[col][i] {
                 Cell::Measured { ns, .. } => format!("{:.2}×", c.per_arrival_ns / ns),
                 Cell::Skipped(_) => "-".into(),
             },
@@ -572,11 +571,13 @@ fn render_shaper(s: &mut String, plan: &Plan, contenders: &[Contender], cells: &
         };
         let _ = writeln!(
             s,
-            "| {} | {batch} | {} | {} | {:.1} | {ratio} | {:.0}% | {:.0}% |",
+            "| {} | {batch} | {} | {} | {:.1} | {} | {} | {:.0}% | {:.0}% |",
             fmt_count(*n),
             ns(c.enqueue_ns),
             ns(c.dequeue_ns),
             c.per_arrival_ns,
+            ratio_to("bcpqp_fair"),
+            ratio_to(FLOOR),
             100.0 * c.sent,
             100.0 * c.dropped
         );

@@ -17,7 +17,7 @@ fn quick_bench_writes_a_sane_table() {
     assert!(table.contains("Machine: "), "{table}");
     let header = table.lines().find(|l| l.starts_with("| enforcer")).expect("table header");
     assert!(header.contains("| 1 aggregate | passed |") && header.contains("| 10k aggregates | passed |"), "{header}");
-    for name in ["token_bucket", "pqp_fair", "bcpqp_fair", "bcpqp_weighted", "bcpqp_nested", "fair_policer"] {
+    for name in ["token_bucket", "pqp_fair", "fair_pqp_floor", "bcpqp_fair", "bcpqp_weighted", "bcpqp_nested", "fair_policer"] {
         let row = table
             .lines()
             .find(|l| l.starts_with(&format!("| {name} |")))
@@ -44,12 +44,12 @@ fn quick_bench_writes_a_sane_table() {
                 .find(|l| l.starts_with(&format!("| {n} | {batch} |")))
                 .unwrap_or_else(|| panic!("no shaper row for {n} aggregates, batch {batch}: {table}"));
             let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
-            assert_eq!(cells.len(), 8, "{row}");
+            assert_eq!(cells.len(), 9, "{row}");
             for c in &cells[2..4] {
                 assert_eq!(c.parse::<f64>().map(|x| x > 0.0).unwrap_or(false), timed_apart, "{row}");
             }
             assert!(cells[4].parse::<f64>().unwrap() > 0.0, "{row}");
-            assert!(cells[5].ends_with('×'), "{row}");
+            assert!(cells[5].ends_with('×') && cells[6].ends_with('×'), "{row}");
         }
     }
 }
