@@ -218,7 +218,9 @@ static __always_inline __u64 rk_now(struct __sk_buff *skb, const struct rk_setti
 }
 
 /* A spin lock in a map value, for programs whose critical section calls global functions (which
- * a held bpf_spin_lock forbids). cmpxchg and fetch-and are full barriers (BPF atomics with
+ * a held bpf_spin_lock forbids), and for the token bucket because it is cheaper: two inline
+ * atomics against bpf_spin_lock's helper calls and irq save/restore (token_bucket.c). cmpxchg and
+ * fetch-and are full barriers (BPF atomics with
  * fetch). The holder is a tc program on another CPU with bottom halves off, so it finishes
  * within microseconds; a caller that still finds it held after RK_LOCK_SPINS tries (possible
  * only on a preemptible-softirq kernel) gives up and the packet passes, counted untracked. */

@@ -1,7 +1,14 @@
 /* SPDX-License-Identifier: (Apache-2.0 OR GPL-2.0) */
 /* Token-bucket policer per aggregate (algorithms.md §1), mirroring ratekit_core::token_bucket
  * bit for bit: credit in nano-bytes (bytes x 1e9) so rate x dt is an exact product, the bucket
- * capped at burst, a packet passes iff the bucket holds its length. */
+ * capped at burst, a packet passes iff the bucket holds its length.
+ *
+ * The state is locked with rk_lock (common.h), not bpf_spin_lock: on the reference kernel (6.18,
+ * KVM guest with PV spinlocks and SRSO return thunks) a bpf_spin_lock/unlock pair costs about
+ * 60 ns per packet (two helper calls, irq save/restore, a PV unlock), which made this, the
+ * simplest policer, the slowest of the four; rk_lock's pair is two inline atomics (a few ns).
+ * Lock-free is not an option: tokens and last_ns must change together and BPF has no 128-bit
+ * compare-and-swap (docs/dataplane.md, "Token bucket cost"). */
 #include "common.h"
 
 struct tb_params {
@@ -11,7 +18,7 @@ struct tb_params {
 };
 
 struct tb_state {
-	struct bpf_spin_lock lock;
+	__u32 lock; /* rk_lock */
 	__u32 _pad;
 	__u64 tokens_nb; /* nano-bytes */
 	__u64 last_ns;
@@ -26,7 +33,9 @@ struct {
 } tb_params SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH); /* LRU maps cannot hold a bpf_spin_lock */
+	/* not LRU: eviction would hand a live aggregate a fresh bucket, and could recycle a value
+	 * whose lock another CPU holds */
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__type(key, struct rk_agg_key);
 	__type(value, struct tb_state);
@@ -59,7 +68,8 @@ int rk_token_bucket(struct __sk_buff *skb)
 	cap = p->burst * NANOS_PER_SEC;
 	need = (__u64)pkt.len * NANOS_PER_SEC;
 
-	bpf_spin_lock(&st->lock);
+	if (rk_lock(&st->lock) < 0)
+		return rk_untracked_pass();
 	if (now > st->last_ns) {
 		dt = now - st->last_ns;
 		/* saturating rate x dt: a long idle period fills the bucket, never wraps */
@@ -76,7 +86,7 @@ int rk_token_bucket(struct __sk_buff *skb)
 	else
 		reason = RK_DROP_OVERLIMIT;
 	rk_count(&st->stats, pkt.len, reason);
-	bpf_spin_unlock(&st->lock);
+	rk_unlock(&st->lock);
 	return reason < 0 ? TC_ACT_OK : TC_ACT_SHOT;
 }
 

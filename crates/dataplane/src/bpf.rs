@@ -4,7 +4,7 @@
 //! Why libbpf-rs rather than aya: it exposes BPF_PROG_TEST_RUN (`Program::test_run`), which the
 //! conformance tests need and aya 0.14 does not; it attaches through libbpf's own clsact/tc
 //! netlink code (`TcHook`); and it loads the objects with libbpf itself, so map pinning and
-//! `bpf_spin_lock` values in BTF-defined maps behave exactly as every C user of libbpf sees them.
+//! BTF-defined maps behave exactly as every C user of libbpf sees them.
 
 use crate::maps::{AggKey, FpParams, PqNode, PqParams, Settings, Stats, TbParams, PQ_INNER, PQ_LEAF, PQ_NODES, PQ_PRIORITY, PQ_QUEUES, PQ_SHARE, PQ_SLOTS};
 use libbpf_rs::{MapCore, MapFlags, Object, ObjectBuilder, ProgramInput};
@@ -299,8 +299,8 @@ fn stats_offset(program: &str) -> usize {
 #[derive(Debug, Clone)]
 pub struct LoadOptions {
     pub settings: Settings,
-    /// Most aggregates tracked at once (a hash map: `bpf_spin_lock` rules out LRU maps); packets
-    /// of aggregates beyond this pass unpoliced, counted in the untracked counter.
+    /// Most aggregates tracked at once (a hash map, not LRU: eviction would reset a live
+    /// aggregate); packets of aggregates beyond this pass unpoliced, counted in the untracked counter.
     pub max_aggregates: u32,
     /// Pin the maps here and reuse maps already pinned (live config updates keep state).
     pub pin_dir: Option<PathBuf>,

@@ -49,7 +49,7 @@ pub struct TbParams {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct TbState {
-    /// `struct bpf_spin_lock`: owned by the kernel, never written from userspace.
+    /// rk_lock's word: owned by the program.
     pub lock: u32,
     pub _pad: u32,
     pub tokens_nb: u64,
