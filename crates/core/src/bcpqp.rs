@@ -30,7 +30,7 @@
 //! Integer data path: θ± are applied as ⌊θ·2¹⁶⌉/2¹⁶ and compared in 128-bit products.
 
 use crate::config::ConfigError;
-use crate::pqp::{Pqp, PqpConfig, PqpParams, PqpStats};
+use crate::pqp::{Pqp, PqpConfig, PqpParams, PqpStats, MAX_QUEUES};
 use crate::units::NANOS_PER_SEC;
 use crate::{Bytes, Classify, DropReason, Duration, Instant, Packet, Policer, Rate, Verdict};
 use serde::{Deserialize, Serialize};
@@ -143,7 +143,8 @@ pub struct BurstParams {
 }
 
 /// One queue's burst-control state (32 bytes).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C)]
 pub struct BurstState {
     /// Magic nano-bytes still queued (≤ the queue's occupancy).
     pub magic_nb: u64,
@@ -155,16 +156,133 @@ pub struct BurstState {
     pub window_end: u64,
 }
 
+/// The queues that may hold magic (every queue that holds some, and perhaps some whose magic
+/// was served since), in the order their windows end: a FIFO ring of queue ids in the spare
+/// tail of the burst-state block. A window (re)starts at `now + T` with `now` non-decreasing
+/// and T fixed, so a queue added at every restart goes to the back, and the windows due at
+/// `now` are a prefix of the ring. Layout: first entry and length (u16 each), then the ids.
+struct WindowOrder<'a, T> {
+    /// [first entry's slot, length].
+    header: &'a mut [u16],
+    ids: &'a mut [T],
+}
+
+/// A queue id in the [`WindowOrder`] ring: one byte for up to 256 queues, else two.
+trait QueueId: bytemuck::Pod {
+    fn of_queue(q: usize) -> Self;
+    fn queue(self) -> usize;
+}
+
+impl QueueId for u8 {
+    #[inline(always)]
+    fn of_queue(q: usize) -> Self {
+        q as u8
+    }
+    #[inline(always)]
+    fn queue(self) -> usize {
+        self as usize
+    }
+}
+
+impl QueueId for u16 {
+    #[inline(always)]
+    fn of_queue(q: usize) -> Self {
+        q as u16
+    }
+    #[inline(always)]
+    fn queue(self) -> usize {
+        self as usize
+    }
+}
+
+/// Burst-state elements that the ring of `queues` ids takes.
+fn window_order_elements(queues: usize) -> usize {
+    let id_bytes = if queues <= 256 { 1 } else { 2 };
+    (4 + queues * id_bytes).div_ceil(std::mem::size_of::<BurstState>())
+}
+
+impl<'a, T: QueueId> WindowOrder<'a, T> {
+    #[inline(always)]
+    fn of(tail: &'a mut [BurstState], queues: usize) -> Self {
+        let (header, ids) = bytemuck::cast_slice_mut::<_, u16>(tail).split_at_mut(2);
+        WindowOrder { header, ids: &mut bytemuck::cast_slice_mut(ids)[..queues] }
+    }
+
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.header[1] as usize
+    }
+
+    /// The slot of the `i`-th id from the front.
+    #[inline(always)]
+    fn slot(&self, i: usize) -> usize {
+        let at = self.header[0] as usize + i;
+        if at >= self.ids.len() { at - self.ids.len() } else { at }
+    }
+
+    #[inline(always)]
+    fn get(&self, i: usize) -> usize {
+        self.ids[self.slot(i)].queue()
+    }
+
+    #[inline(always)]
+    fn put(&mut self, i: usize, q: usize) {
+        let slot = self.slot(i);
+        self.ids[slot] = T::of_queue(q);
+    }
+
+    #[inline(always)]
+    fn front(&self) -> Option<usize> {
+        (self.len() > 0).then(|| self.get(0))
+    }
+
+    #[inline(always)]
+    fn pop_front(&mut self) {
+        self.header[0] = self.slot(1) as u16;
+        self.header[1] -= 1;
+    }
+
+    /// Adds `q` (not in the ring, so there is room) behind every queue whose window ends no
+    /// later than its own: the back, unless the clock stepped back.
+    #[inline(always)]
+    fn insert(&mut self, state: &[BurstState], q: usize) {
+        let len = self.len();
+        debug_assert!(len < self.ids.len());
+        let end = state[q].window_end;
+        let mut i = len;
+        while i > 0 && state[self.get(i - 1)].window_end > end {
+            let later = self.get(i - 1);
+            self.put(i, later);
+            i -= 1;
+        }
+        self.put(i, q);
+        self.header[1] += 1;
+    }
+
+    /// Takes `q` out wherever it is (closing the gap keeps the others' order).
+    fn remove(&mut self, q: usize) {
+        let len = self.len();
+        if let Some(i) = (0..len).find(|&i| self.get(i) == q) {
+            for j in i..len - 1 {
+                let next = self.get(j + 1);
+                self.put(j, next);
+            }
+            self.header[1] -= 1;
+        }
+    }
+}
+
 /// One aggregate's BC-PQP.
 #[derive(Debug, Clone)]
 pub struct BcPqp {
     core: Pqp,
     burst: Arc<BurstParams>,
+    /// One [`BurstState`] per queue, then the [`WindowOrder`] ring in the block's tail.
     state: Box<[BurstState]>,
-    /// Earliest window end among queues holding magic (u64::MAX: none).
+    /// Earliest window end among queues that may hold magic, the ring's first (u64::MAX: none).
     magic_deadline: u64,
-    /// Bit q mod 64 is set if queue q may hold magic (a superset, exact up to 64 queues):
-    /// service and the window scan skip the burst state of queues that cannot hold any, so a
+    /// Bit q mod 64 is set if queue q may hold magic (a superset, exact up to 64 queues: the
+    /// queues in the ring): service skips the burst state of queues that cannot hold any, so a
     /// packet does not pull every queue's state into the cache.
     magic_queues: u64,
     burst_fills: u64,
@@ -200,7 +318,7 @@ impl BcPqp {
         BcPqp {
             core: Pqp::with_params(params),
             burst,
-            state: vec![BurstState::default(); n].into_boxed_slice(),
+            state: vec![BurstState::default(); n + window_order_elements(n)].into_boxed_slice(),
             magic_deadline: u64::MAX,
             magic_queues: 0,
             burst_fills: 0,
@@ -241,7 +359,15 @@ impl BcPqp {
     /// Burst-control state of queue `q`, as of the last arrival (`magic_nb` as stored: use
     /// [`Self::magic_nb`] for what is left of it).
     pub fn burst_state(&self, q: usize) -> BurstState {
-        self.state[q]
+        self.state[..self.core.params().queues][q]
+    }
+
+    /// The window-end ring, and the queues' states it is ordered by.
+    #[inline(always)]
+    fn window_order<T: QueueId>(&mut self) -> (&mut [BurstState], WindowOrder<'_, T>) {
+        let n = self.core.params().queues;
+        let (state, tail) = self.state.split_at_mut(n);
+        (state, WindowOrder::of(tail, n))
     }
 
     pub fn queue_of(&self, pkt: &Packet) -> usize {
@@ -283,6 +409,13 @@ impl BcPqp {
     /// admit bytes the phantom service never serves (docs/bcpqp.md, "Priority and the θ− test").
     #[inline(never)]
     fn close_window(&mut self, q: usize, now: u64) {
+        self.close_window_inline(q, now)
+    }
+
+    /// [`Self::close_window`], inlined into the close of due magic windows (the common case
+    /// there: one queue, which keeps its magic).
+    #[inline(always)]
+    fn close_window_inline(&mut self, q: usize, now: u64) {
         // Most windows end without magic (every queue's first window, for one): no L_i needed.
         let magic = if self.state[q].magic_nb == 0 { 0 } else { self.magic_nb(q) };
         if magic > 0 && !self.core.queues.outranked(&self.core.params().policy, q) {
@@ -303,47 +436,89 @@ impl BcPqp {
     }
 
     /// Closes the run-out windows of every queue holding magic, in queue order (once per
-    /// window of each such queue). The stored M_i may exceed what is left (min(M_i, L_i)); a
-    /// spare deadline only costs a look at a window that has no magic left to remove.
+    /// window of each such queue). The due windows are the ring's prefix; they are closed in
+    /// queue order, not in the ring's, because a removal changes the active set that the next
+    /// queues' θ− tests see at this same instant. The stored M_i may exceed what is left
+    /// (min(M_i, L_i)); a queue whose magic was all served leaves the ring when its window is due.
     #[inline(never)]
     fn close_magic_windows(&mut self, now: u64) {
-        let mut next = u64::MAX;
-        let mut still = 0u64;
-        let n = self.state.len();
-        if n <= 64 {
-            let mut bits = self.magic_queues;
-            while bits != 0 {
-                self.visit_magic_window(bits.trailing_zeros() as usize, now, &mut next, &mut still);
-                bits &= bits - 1;
+        if self.core.params().queues > 64 {
+            return self.close_magic_windows_of_many(now);
+        }
+        // Up to 64 queues: queue order is bit order, and the summary is exact.
+        let (state, mut order) = self.window_order::<u8>();
+        let mut due = 0u64;
+        while let Some(q) = order.front() {
+            if state[q].window_end > now {
+                break;
             }
-        } else {
-            let mask = self.magic_queues;
-            for q in (0..n).filter(|q| mask & (1 << (q & 63)) != 0) {
-                self.visit_magic_window(q, now, &mut next, &mut still);
+            order.pop_front();
+            due |= 1 << q;
+        }
+        while due != 0 {
+            let q = due.trailing_zeros() as usize;
+            due &= due - 1;
+            if !self.close_due_window::<u8>(q, now) {
+                self.magic_queues &= !(1 << q);
             }
         }
-        self.magic_queues = still;
-        self.magic_deadline = next;
+        self.magic_deadline = self.earliest_magic_window_end::<u8>();
     }
 
-    /// One queue of [`Self::close_magic_windows`]: closes its window if it holds magic and the
-    /// window has run out, and keeps it in the deadline and summary while it still holds some.
+    /// [`Self::close_magic_windows`] for more than 64 queues: the due queues in a bit set of
+    /// every queue, and the summary (which aliases queues 64 apart) rebuilt from the ring.
+    #[inline(never)]
+    fn close_magic_windows_of_many(&mut self, now: u64) {
+        if self.core.params().queues <= 256 {
+            self.close_due_windows_of_many::<u8>(now)
+        } else {
+            self.close_due_windows_of_many::<u16>(now)
+        }
+    }
+
+    fn close_due_windows_of_many<T: QueueId>(&mut self, now: u64) {
+        let mut due = [0u64; MAX_QUEUES as usize / 64];
+        let (state, mut order) = self.window_order::<T>();
+        while let Some(q) = order.front() {
+            if state[q].window_end > now {
+                break;
+            }
+            order.pop_front();
+            due[q / 64] |= 1 << (q % 64);
+        }
+        for (word, &bits) in due.iter().enumerate() {
+            let mut bits = bits;
+            while bits != 0 {
+                let q = word * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                self.close_due_window::<T>(q, now);
+            }
+        }
+        let (_, order) = self.window_order::<T>();
+        self.magic_queues = (0..order.len()).fold(0, |bits, i| bits | 1 << (order.get(i) & 63));
+        self.magic_deadline = self.earliest_magic_window_end::<T>();
+    }
+
+    /// Closes the due window of queue `q`, just taken off the ring, if it holds magic, and puts
+    /// it back if it still does (its window now ends last). Whether it is back.
     #[inline(always)]
-    fn visit_magic_window(&mut self, q: usize, now: u64, next: &mut u64, still: &mut u64) {
-        let st = &self.state[q];
-        let (mut magic, mut end) = (st.magic_nb, st.window_end);
-        if magic == 0 {
-            return;
+    fn close_due_window<T: QueueId>(&mut self, q: usize, now: u64) -> bool {
+        if self.state[q].magic_nb > 0 {
+            self.close_window_inline(q, now);
         }
-        if end <= now {
-            self.close_window(q, now);
-            let st = &self.state[q];
-            (magic, end) = (st.magic_nb, st.window_end);
+        let holds_magic = self.state[q].magic_nb > 0;
+        if holds_magic {
+            let (state, mut order) = self.window_order::<T>();
+            order.insert(state, q);
         }
-        if magic > 0 {
-            *next = (*next).min(end);
-            *still |= 1 << (q & 63);
-        }
+        holds_magic
+    }
+
+    /// The window end of the ring's first queue (u64::MAX if the ring is empty).
+    #[inline(always)]
+    fn earliest_magic_window_end<T: QueueId>(&mut self) -> u64 {
+        let (state, order) = self.window_order::<T>();
+        order.front().map_or(u64::MAX, |q| state[q].window_end)
     }
 
     /// The θ+ test of an accepted packet to queue `q`, which holds no magic: fills it if its
@@ -363,15 +538,32 @@ impl BcPqp {
         let state = &mut self.state;
         self.core.queues.add(&params.policy, q, magic, &mut clamp_magic(state, self.magic_queues));
         self.burst_fills += 1;
-        if magic > 0 {
-            self.magic_queues |= 1 << (q & 63);
-        }
         let st = &mut self.state[q];
         st.magic_nb = magic;
         st.accepted_prev = st.accepted;
         st.accepted = 0;
         st.window_end = now.saturating_add(self.burst.window.0);
-        self.magic_deadline = self.magic_deadline.min(st.window_end);
+        // Its window end moves: a queue still in the ring (its magic was served) moves with it.
+        if self.core.params().queues <= 256 {
+            self.reorder_filled::<u8>(q, magic > 0)
+        } else {
+            self.reorder_filled::<u16>(q, magic > 0)
+        }
+    }
+
+    /// [`Self::fill_with_magic`]'s ring update for queue `q`, whose window just restarted.
+    fn reorder_filled<T: QueueId>(&mut self, q: usize, holds_magic: bool) {
+        let bit = 1 << (q & 63);
+        let listed = self.magic_queues & bit != 0;
+        let (state, mut order) = self.window_order::<T>();
+        if listed {
+            order.remove(q);
+        }
+        if holds_magic {
+            order.insert(state, q);
+            self.magic_queues |= bit;
+        }
+        self.magic_deadline = self.earliest_magic_window_end::<T>();
     }
 }
 
@@ -444,8 +636,9 @@ mod tests {
     #[test]
     fn memory_per_aggregate_is_small() {
         // 16 flat queues: 8 B occupancy + 2 B active slot + 32 B burst state per queue, one
-        // 24 B inner node (the phantom block rounded up to 192 B), and the structs (144 B):
-        // 848 B, so 1,000,000 aggregates ≈ 0.85 GB before the container's slot.
+        // 24 B inner node (the phantom block rounded up to 192 B), the window-end ring (one
+        // 32 B element), and the structs (144 B): 880 B, so 1,000,000 aggregates ≈ 0.88 GB
+        // before the container's slot.
         let b = BcPqp::new(&cfg("queues = 16"));
         assert!((800..=900).contains(&b.memory_bytes()), "{} bytes", b.memory_bytes());
         let b2 = b.clone();

@@ -850,7 +850,7 @@ impl PhantomQueues {
     /// leave, where a higher branch uses `demand(queue)` summed over all its queues, empty or
     /// not (a higher class that is between packets still uses its rate).
     /// BC-PQP's r_i*·T (000 §4, algorithms.md §3).
-    #[inline]
+    #[inline(always)]
     pub fn expected_share(&self, policy: &PhantomPolicy, q: usize, budget: u64, demand: &impl Fn(usize) -> u64) -> u64 {
         if policy.flat_share {
             // The walk below in closed form: one share node, the root, above every queue.
@@ -895,11 +895,13 @@ impl PhantomQueues {
     /// Whether a `priority` node on queue `q`'s path has a higher-ranked child holding phantom
     /// backlog: the fluid policy then serves `q` nothing right now (its r_i* over the active
     /// queues is 0). Priority lists are kept in rank order, so the first entry decides.
+    #[inline(always)]
     pub fn outranked(&self, policy: &PhantomPolicy, q: usize) -> bool {
-        if policy.flat_share {
-            // No priority node anywhere: skip the walk on the fair/weighted fast path.
-            return false;
-        }
+        // No priority node anywhere in a flat policy: no walk on the fair/weighted fast path.
+        !policy.flat_share && self.outranked_walk(policy, q)
+    }
+
+    fn outranked_walk(&self, policy: &PhantomPolicy, q: usize) -> bool {
         let (path, depth) = policy.path_to(q);
         path[..depth].iter().any(|&child| {
             let c = &policy.nodes[child as usize];
