@@ -351,7 +351,7 @@ impl BcPqp {
     }
 
     /// Magic nano-bytes still in queue `q`: magic drains last, so min(M_i, L_i).
-    #[inline]
+    #[inline(always)]
     pub fn magic_nb(&self, q: usize) -> u64 {
         self.state[q].magic_nb.min(self.core.occupancy_nb(q))
     }

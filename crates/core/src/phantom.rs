@@ -267,12 +267,15 @@ impl PhantomQueues {
     /// The root's state: the block's first words.
     #[inline(always)]
     fn root(&self) -> &InnerState {
-        bytemuck::from_bytes(&bytemuck::bytes_of(&self.block[0])[..INNER_WORDS * 8])
+        // Word arrays, not bytes: the cast is then checked at compile time, not per packet.
+        let words: &[u64; INNER_WORDS] = (&self.block[0].0[..INNER_WORDS]).try_into().expect("the root fits in a line");
+        bytemuck::cast_ref(words)
     }
 
     #[inline(always)]
     fn root_mut(&mut self) -> &mut InnerState {
-        bytemuck::from_bytes_mut(&mut bytemuck::bytes_of_mut(&mut self.block[0])[..INNER_WORDS * 8])
+        let words: &mut [u64; INNER_WORDS] = (&mut self.block[0].0[..INNER_WORDS]).try_into().expect("the root fits in a line");
+        bytemuck::cast_mut(words)
     }
 
     #[inline(always)]
