@@ -65,6 +65,9 @@ pub struct PhantomPolicy {
     flat_share: bool,
     /// ... and every weight is 1.
     flat_fair: bool,
+    /// ... and queue q's leaf is node q + 1 (the queues listed in order, as `fair` and
+    /// `weighted` resolve), so the flat paths find a queue without looking its leaf up.
+    flat_in_order: bool,
 }
 
 /// Why a policy cannot be compiled (beyond what [`PolicyNode::resolve`] checks).
@@ -91,11 +94,13 @@ impl PhantomPolicy {
             depth: 0,
             flat_share: false,
             flat_fair: false,
+            flat_in_order: false,
         };
         p.add(root, 0, 1, 0, 1)?;
         p.weight_of_queue = p.leaf_of_queue.iter().map(|&leaf| p.nodes[leaf as usize].weight).collect();
         p.flat_share = p.depth <= 2 && p.nodes[0].kind == Kind::Share;
         p.flat_fair = p.flat_share && p.nodes.iter().all(|n| n.weight == 1);
+        p.flat_in_order = p.flat_share && p.leaf_of_queue.iter().enumerate().all(|(q, &leaf)| leaf as usize == q + 1);
         p.occupancy_at = p.inner_count * INNER_WORDS;
         p.slots_at = p.occupancy_at + p.queues();
         p.block_lines = (p.slots_at + p.slot_count.div_ceil(4)).div_ceil(8);
@@ -142,6 +147,12 @@ impl PhantomPolicy {
 
     pub fn queues(&self) -> usize {
         self.leaf_of_queue.len()
+    }
+
+    /// The queue of leaf node `leaf`, for the flat paths' loops over the root's active list.
+    #[inline(always)]
+    fn queue_of_leaf(&self, leaf: u16) -> usize {
+        if self.flat_in_order { leaf as usize - 1 } else { self.nodes[leaf as usize].index as usize }
     }
 
     /// The nodes from queue `q`'s leaf up to (not including) the root, leaf first, and how many.
@@ -392,7 +403,7 @@ impl PhantomQueues {
         let active = &slots[..root.active_len as usize];
         if policy.flat_fair {
             for &leaf in active {
-                let q = policy.nodes[leaf as usize].index as usize;
+                let q = policy.queue_of_leaf(leaf);
                 let extra = (spare > 0) as u64;
                 spare -= extra;
                 debug_assert!(occupancy[q] > unit + extra, "deferred service empties no queue");
@@ -430,7 +441,7 @@ impl PhantomQueues {
         let active = &self.slots(policy)[..self.root().active_len as usize];
         if policy.flat_fair {
             for &leaf in active {
-                m = m.min(self.occ(policy)[policy.nodes[leaf as usize].index as usize]);
+                m = m.min(self.occ(policy)[policy.queue_of_leaf(leaf)]);
             }
         } else {
             for &leaf in active {
@@ -807,7 +818,7 @@ impl PhantomQueues {
             // leave, so testing later queues against the old level is still exact.
             while i < root.active_len as usize {
                 let leaf = slots[i];
-                let q = policy.nodes[leaf as usize].index as usize;
+                let q = policy.queue_of_leaf(leaf);
                 let d = occupancy[q];
                 if d <= level {
                     s -= d;
@@ -834,7 +845,7 @@ impl PhantomQueues {
         let mut spare = s - unit * n;
         let mut level = u64::MAX;
         for &leaf in &slots[..n as usize] {
-            let q = policy.nodes[leaf as usize].index as usize;
+            let q = policy.queue_of_leaf(leaf);
             let extra = (spare > 0) as u64;
             spare -= extra;
             // Every remaining queue holds more than `unit` (it failed the test above), so
@@ -1027,6 +1038,25 @@ mod tests {
         s.serve(&p, 1, &mut |_, _| {});
         assert_eq!(s.occupancy(&p, 1) + s.occupancy(&p, 2), 149);
         assert_eq!(s.backlog(), 149);
+    }
+
+    /// Flat policies that list their queues out of order take the leaf lookup, not the
+    /// in-order shortcut: each queue is served its own share.
+    #[test]
+    fn flat_policies_listing_queues_out_of_order() {
+        for (spec, want) in [("fair(2, 0, 1)", vec![0, 130, 630]), ("weighted(2:1, 0:3, 1:3)", vec![0, 95, 665])] {
+            let (p, mut s) = build(spec, 3, None);
+            assert!(!p.flat_in_order, "{spec}");
+            s.add(&p, 1, 200, &mut |_, _| {});
+            s.add(&p, 2, 700, &mut |_, _| {});
+            // Deferred, then handed out when queue 0 joins, then water-filled until it empties.
+            s.serve(&p, 100, &mut |_, _| {});
+            s.add(&p, 0, 10, &mut |_, _| {});
+            s.serve(&p, 50, &mut |_, _| {});
+            assert_eq!(occ(&p, &s, 3), want, "{spec}");
+        }
+        let (p, _) = build("weighted(0:2, 1:1, 2:1)", 3, None);
+        assert!(p.flat_in_order);
     }
 
     #[test]
