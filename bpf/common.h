@@ -218,12 +218,12 @@ static __always_inline __u64 rk_now(struct __sk_buff *skb, const struct rk_setti
 }
 
 /* A spin lock in a map value, for programs whose critical section calls global functions (which
- * a held bpf_spin_lock forbids), and for the token bucket because it is cheaper: two inline
- * atomics against bpf_spin_lock's helper calls and irq save/restore (token_bucket.c). cmpxchg and
- * fetch-and are full barriers (BPF atomics with
+ * a held bpf_spin_lock forbids). cmpxchg and fetch-and are full barriers (BPF atomics with
  * fetch). The holder is a tc program on another CPU with bottom halves off, so it finishes
- * within microseconds; a caller that still finds it held after RK_LOCK_SPINS tries (possible
- * only on a preemptible-softirq kernel) gives up and the packet passes, counted untracked. */
+ * within microseconds; a caller that still finds it held after RK_LOCK_SPINS tries gives up and
+ * the packet passes, counted untracked. That happens on a preemptible-softirq kernel, and also
+ * when an interrupt or the hypervisor stalls the holder: on a 2-vCPU KVM guest, two CPUs on one
+ * aggregate saw it for up to 5 in 10^5 packets (docs/dataplane.md, "Token bucket cost"). */
 #define RK_LOCK_SPINS 4096
 
 static __always_inline int rk_lock(__u32 *lock)
@@ -232,6 +232,41 @@ static __always_inline int rk_lock(__u32 *lock)
 		if (__sync_val_compare_and_swap(lock, 0, 1) == 0)
 			return 0;
 	return -1;
+}
+
+struct rk_lock_wait {
+	__u32 *lock;
+	__u32 taken;
+};
+
+static long rk_lock_try(__u64 i, void *ctx)
+{
+	struct rk_lock_wait *w = ctx;
+
+	/* read first: a failing cmpxchg would take the cache line from the holder */
+	if (*(volatile __u32 *)w->lock == 0 && __sync_val_compare_and_swap(w->lock, 0, 1) == 0) {
+		w->taken = 1;
+		return 1;
+	}
+	return 0;
+}
+
+/* rk_lock's lock, waited for up to 2^23 tries (bpf_loop's most) instead of RK_LOCK_SPINS: one
+ * inline try, then the rest in a bpf_loop callback, which the verifier walks once (rk_lock's
+ * loop is walked try by try: 47 k processed instructions, and RK_LOCK_SPINS cannot grow past the
+ * verifier's 8192-jump history). Uncontended it costs what rk_lock costs; it gives up only on a
+ * holder stalled for about 0.1 s (rk_lock: 15 us; both measured with the word left held). Used by
+ * the token bucket, whose lock never gave up while it was a bpf_spin_lock. */
+static __always_inline int rk_lock_long(__u32 *lock)
+{
+	if (__sync_val_compare_and_swap(lock, 0, 1) != 0) {
+		struct rk_lock_wait w = { .lock = lock };
+
+		bpf_loop(1 << 23, rk_lock_try, &w, 0);
+		if (!w.taken)
+			return -1;
+	}
+	return 0;
 }
 
 static __always_inline void rk_unlock(__u32 *lock)

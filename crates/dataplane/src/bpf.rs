@@ -439,7 +439,13 @@ impl BpfPolicer {
         Ok(out)
     }
 
-    /// Packets passed unpoliced: no room for their aggregate, or (PQP/BC-PQP) `rk_lock` given up.
+    /// Overwrites one aggregate's raw state value, for tests that stage a state (e.g. a lock left
+    /// held by a stalled CPU).
+    pub fn set_state(&self, key: &AggKey, raw: &[u8]) -> Result<(), BpfError> {
+        self.map(self.params.map_names().1).update(bytemuck::bytes_of(key), raw, MapFlags::ANY).map_err(kernel("writing state"))
+    }
+
+    /// Packets passed unpoliced: no room for their aggregate, or its lock given up.
     pub fn untracked(&self) -> Result<u64, BpfError> {
         let per_cpu = self.map("rk_untracked").lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY).map_err(kernel("reading rk_untracked"))?;
         Ok(per_cpu.unwrap_or_default().iter().map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap())).sum())

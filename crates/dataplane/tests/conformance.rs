@@ -98,6 +98,31 @@ fn token_bucket_matches_core() {
     }
 }
 
+/// A lock left held (its holder stalled on another CPU) makes the token bucket wait, then pass the
+/// packet unpoliced, counted untracked, leaving the state as it was. The wait is rk_lock_long's
+/// 2^23 tries, milliseconds at least; rk_lock's 4096 give up within tens of microseconds.
+#[test]
+fn token_bucket_held_lock_waits_then_passes_untracked() {
+    let cfg = EnforcerConfig::from_toml("kind = \"token_bucket\"\nrate = 8000\nburst = 1500").unwrap();
+    let Some(bpf) = load(&cfg) else { return };
+    let frame = build_frame("10.8.0.1".parse().unwrap(), "10.9.0.1".parse().unwrap(), 1, 2, IPPROTO_UDP, 0, 1000);
+    assert_eq!(bpf.test_run(&frame, 1_000).unwrap(), Verdict::Pass); // 500 bytes left
+    let (key, raw) = bpf.states().unwrap().remove(0);
+    let mut held: TbState = bytemuck::pod_read_unaligned(&raw);
+    held.lock = 1;
+    bpf.set_state(&key, bytemuck::bytes_of(&held)).unwrap();
+    let start = std::time::Instant::now();
+    assert_eq!(bpf.test_run(&frame, 2_000).unwrap(), Verdict::Pass, "a held lock passes the packet");
+    let waited = start.elapsed();
+    println!("gave up after {waited:?}");
+    assert_eq!(bpf.untracked().unwrap(), 1);
+    assert_eq!(bytemuck::pod_read_unaligned::<TbState>(&bpf.states().unwrap()[0].1), held, "state touched without the lock");
+    assert!(waited >= std::time::Duration::from_millis(1), "gave up after {waited:?}: too soon for 2^23 tries");
+    held.lock = 0;
+    bpf.set_state(&key, bytemuck::bytes_of(&held)).unwrap();
+    assert!(matches!(bpf.test_run(&frame, 3_000).unwrap(), Verdict::Drop(_)), "released: 500 bytes cannot pass 1000");
+}
+
 /// Non-IP frames are not policed and create no aggregate.
 #[test]
 fn non_ip_passes_untouched() {
