@@ -486,15 +486,26 @@ struct TestRunAttr {
 impl TestRunner {
     /// Like `BpfPolicer::test_run`: true if the program passed the frame.
     pub fn passes(&self, frame: &[u8], now_ns: u64) -> std::io::Result<bool> {
-        use std::os::fd::AsRawFd;
         let mut ctx = [0u8; SKB_CTX_SIZE];
         ctx[SKB_TSTAMP_OFFSET..SKB_TSTAMP_OFFSET + 8].copy_from_slice(&now_ns.to_ne_bytes());
+        Ok(self.run(frame, Some(&mut ctx), 1)?.retval == TC_ACT_OK)
+    }
+
+    /// Like `BpfPolicer::time_run`, from any thread: the kernel's mean ns per run.
+    pub fn time_run(&self, frame: &[u8], repeat: u32) -> std::io::Result<std::time::Duration> {
+        Ok(std::time::Duration::from_nanos(self.run(frame, None, repeat)?.duration.into()))
+    }
+
+    fn run(&self, frame: &[u8], ctx: Option<&mut [u8]>, repeat: u32) -> std::io::Result<TestRunAttr> {
+        use std::os::fd::AsRawFd;
+        let (ctx_size_in, ctx_in) = ctx.map_or((0, 0), |c| (c.len() as u32, c.as_mut_ptr() as u64));
         let mut attr = TestRunAttr {
             prog_fd: self.fd.as_raw_fd() as u32,
             data_size_in: frame.len() as u32,
             data_in: frame.as_ptr() as u64,
-            ctx_size_in: SKB_CTX_SIZE as u32,
-            ctx_in: ctx.as_mut_ptr() as u64,
+            ctx_size_in,
+            ctx_in,
+            repeat,
             ..Default::default()
         };
         const BPF_PROG_TEST_RUN: libc::c_long = 10;
@@ -504,7 +515,7 @@ impl TestRunner {
         if rc != 0 {
             return Err(std::io::Error::last_os_error());
         }
-        Ok(attr.retval == TC_ACT_OK)
+        Ok(attr)
     }
 }
 
