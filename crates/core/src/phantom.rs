@@ -213,6 +213,8 @@ struct InnerState {
 
 /// Words of an [`InnerState`].
 const INNER_WORDS: usize = std::mem::size_of::<InnerState>() / 8;
+// `node_backlog` reads the backlog as the state's first word.
+const _: () = assert!(std::mem::offset_of!(InnerState, backlog) == 0);
 
 /// A cache line's worth of an aggregate's block (the unit it is sized in). Aligned to 16 only,
 /// what the allocator gives anyway: 64 sends it down its aligned path (padding around every
@@ -485,11 +487,14 @@ impl PhantomQueues {
         }
     }
 
+    /// (Inlined: `water_fill` asks it for every child in every pass.)
+    #[inline(always)]
     fn node_backlog(&self, policy: &PhantomPolicy, node: u16) -> u64 {
         let info = &policy.nodes[node as usize];
         match info.kind {
-            Kind::Leaf => self.occ(policy)[info.index as usize],
-            _ => self.inner(policy)[info.index as usize].backlog,
+            Kind::Leaf => self.occ_word(policy, info.index as usize),
+            // An inner node's backlog is its state's first word.
+            _ => self.words()[info.index as usize * INNER_WORDS],
         }
     }
 
