@@ -562,6 +562,9 @@ impl BcPqp {
         if holds_magic {
             order.insert(state, q);
             self.magic_queues |= bit;
+        } else if self.core.params().queues <= 64 {
+            // Keeps the summary exact: it was the ring's only mark of `q`.
+            self.magic_queues &= !bit;
         }
         self.magic_deadline = self.earliest_magic_window_end::<T>();
     }
