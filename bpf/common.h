@@ -223,7 +223,7 @@ static __always_inline __u64 rk_now(struct __sk_buff *skb, const struct rk_setti
  * within microseconds; a caller that still finds it held after RK_LOCK_SPINS tries gives up and
  * the packet passes, counted untracked. That happens on a preemptible-softirq kernel, and also
  * when an interrupt or the hypervisor stalls the holder: on a 2-vCPU KVM guest, two CPUs on one
- * aggregate saw it for up to 5 in 10^5 packets (docs/dataplane.md, "Token bucket cost"). */
+ * aggregate saw it for 0.3-2.5 in 10^4 packets (docs/dataplane.md, "Token bucket cost"). */
 #define RK_LOCK_SPINS 4096
 
 static __always_inline int rk_lock(__u32 *lock)
