@@ -448,8 +448,11 @@ impl BcPqp {
         // Up to 64 queues: queue order is bit order, and the summary is exact.
         let (state, mut order) = self.window_order::<u8>();
         let mut due = 0u64;
+        // The ring's first end once done: the first one not due, or a queue put back.
+        let mut earliest = u64::MAX;
         while let Some(q) = order.front() {
             if state[q].window_end > now {
+                earliest = state[q].window_end;
                 break;
             }
             order.pop_front();
@@ -458,11 +461,14 @@ impl BcPqp {
         while due != 0 {
             let q = due.trailing_zeros() as usize;
             due &= due - 1;
-            if !self.close_due_window::<u8>(q, now) {
+            if self.close_due_window::<u8>(q, now) {
+                earliest = earliest.min(self.state[q].window_end);
+            } else {
                 self.magic_queues &= !(1 << q);
             }
         }
-        self.magic_deadline = self.earliest_magic_window_end::<u8>();
+        debug_assert_eq!(earliest, self.earliest_magic_window_end::<u8>());
+        self.magic_deadline = earliest;
     }
 
     /// [`Self::close_magic_windows`] for more than 64 queues: the due queues in a bit set of
