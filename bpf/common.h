@@ -217,23 +217,19 @@ static __always_inline __u64 rk_now(struct __sk_buff *skb, const struct rk_setti
 	return s->test_clock ? skb->tstamp : bpf_ktime_get_ns();
 }
 
-/* A spin lock in a map value, for programs whose critical section calls global functions (which
- * a held bpf_spin_lock forbids). cmpxchg and fetch-and are full barriers (BPF atomics with
- * fetch). The holder is a tc program on another CPU with bottom halves off, so it finishes
- * within microseconds; a caller that still finds it held after RK_LOCK_SPINS tries gives up and
- * the packet passes, counted untracked. That happens on a preemptible-softirq kernel, and also
- * when an interrupt or the hypervisor stalls the holder: on a 2-vCPU KVM guest, two CPUs on one
- * aggregate saw it for 0.3-2.5 in 10^4 packets (docs/dataplane.md, "Token bucket cost"). */
-#define RK_LOCK_SPINS 4096
-
-static __always_inline int rk_lock(__u32 *lock)
-{
-	for (int i = 0; i < RK_LOCK_SPINS; i++)
-		if (__sync_val_compare_and_swap(lock, 0, 1) == 0)
-			return 0;
-	return -1;
-}
-
+/* A spin lock in a map value: a word taken with cmpxchg and released with fetch-and (both full
+ * barriers: BPF atomics with fetch). Not bpf_spin_lock: a held bpf_spin_lock forbids calls to
+ * global functions and bpf_loop, which PQP, BC-PQP and FairPolicer make in their critical section,
+ * and on the reference kernel (6.18, KVM guest with PV spinlocks and SRSO return thunks) its
+ * lock/unlock pair costs about 55 ns per packet against a few ns for these two inline atomics
+ * (docs/dataplane.md, "Token bucket cost").
+ * The holder is a tc program on another CPU with bottom halves off, so it normally finishes within
+ * microseconds, but an interrupt or the hypervisor can stall it: on a 2-vCPU KVM guest a wait of
+ * 4096 tries (15 us) gave up for 0.3-2.5 in 10^4 packets with two CPUs on one aggregate. So after
+ * one inline try the wait goes on in a bpf_loop callback for up to 2^23 tries (bpf_loop's most),
+ * which the verifier walks once (an unrolled wait is walked try by try and cannot pass its
+ * 8192-jump history); it gives up only on a holder stalled for about 0.1 s, and then the packet
+ * passes, counted untracked. */
 struct rk_lock_wait {
 	__u32 *lock;
 	__u32 taken;
@@ -251,13 +247,7 @@ static long rk_lock_try(__u64 i, void *ctx)
 	return 0;
 }
 
-/* rk_lock's lock, waited for up to 2^23 tries (bpf_loop's most) instead of RK_LOCK_SPINS: one
- * inline try, then the rest in a bpf_loop callback, which the verifier walks once (rk_lock's
- * loop is walked try by try: 47 k processed instructions, and RK_LOCK_SPINS cannot grow past the
- * verifier's 8192-jump history). Uncontended it costs what rk_lock costs; it gives up only on a
- * holder stalled for about 0.1 s (rk_lock: 15 us; both measured with the word left held). Used by
- * the token bucket, whose lock never gave up while it was a bpf_spin_lock. */
-static __always_inline int rk_lock_long(__u32 *lock)
+static __always_inline int rk_lock(__u32 *lock)
 {
 	if (__sync_val_compare_and_swap(lock, 0, 1) != 0) {
 		struct rk_lock_wait w = { .lock = lock };

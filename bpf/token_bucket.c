@@ -3,10 +3,8 @@
  * bit for bit: credit in nano-bytes (bytes x 1e9) so rate x dt is an exact product, the bucket
  * capped at burst, a packet passes iff the bucket holds its length.
  *
- * The state is locked with rk_lock_long (common.h), not bpf_spin_lock: on the reference kernel
- * (6.18, KVM guest with PV spinlocks and SRSO return thunks) a bpf_spin_lock/unlock pair costs
- * about 55 ns per packet (two helper calls, irq save/restore, a PV unlock), which made this, the
- * simplest policer, the slowest of the four; rk_lock's pair is two inline atomics (a few ns).
+ * The state is locked with rk_lock (common.h), not bpf_spin_lock, whose pair cost about 55 ns per
+ * packet on the reference kernel and made this, the simplest policer, the slowest of the four.
  * Lock-free is not an option: tokens and last_ns must change together and BPF has no 128-bit
  * compare-and-swap (docs/dataplane.md, "Token bucket cost"). */
 #include "common.h"
@@ -68,7 +66,7 @@ int rk_token_bucket(struct __sk_buff *skb)
 	cap = p->burst * NANOS_PER_SEC;
 	need = (__u64)pkt.len * NANOS_PER_SEC;
 
-	if (rk_lock_long(&st->lock) < 0)
+	if (rk_lock(&st->lock) < 0)
 		return rk_untracked_pass();
 	if (now > st->last_ns) {
 		dt = now - st->last_ns;

@@ -99,8 +99,8 @@ fn token_bucket_matches_core() {
 }
 
 /// A lock left held (its holder stalled on another CPU) makes the token bucket wait, then pass the
-/// packet unpoliced, counted untracked, leaving the state as it was. The wait is rk_lock_long's
-/// 2^23 tries, milliseconds at least; rk_lock's 4096 give up within tens of microseconds.
+/// packet unpoliced, counted untracked, leaving the state as it was. The wait is rk_lock's 2^23
+/// tries, milliseconds at least (its first form, 4096 tries, gave up within tens of microseconds).
 #[test]
 fn token_bucket_held_lock_waits_then_passes_untracked() {
     let cfg = EnforcerConfig::from_toml("kind = \"token_bucket\"\nrate = 8000\nburst = 1500").unwrap();
@@ -143,7 +143,7 @@ fn policers_are_correct_across_cpus() {
     }
     for toml in [
         "kind = \"token_bucket\"\nrate = \"8mbit\"\nburst = 20000",
-        // One flow, so one queue: B + r·t bounds what PQP and BC-PQP (rk_lock) may pass.
+        // One flow, so one queue: B + r·t bounds what PQP and BC-PQP may pass.
         "kind = \"pqp\"\nrate = \"8mbit\"\nqueue_size = 20000",
         "kind = \"bcpqp\"\nrate = \"8mbit\"\nqueue_size = 20000",
         // Passing needs B − Σ o_i ≥ l and Σ o_i falls only by allocated tokens: B + r·t too.
@@ -177,9 +177,9 @@ fn across_cpus(toml: &str) {
     let stats = bpf.stats().unwrap();
     assert_eq!(stats.len(), 1);
     let st = stats[0].1;
-    // A lock wait that gives up passes the packet, counted untracked: rk_lock (PQP, BC-PQP,
-    // FairPolicer) after 15 µs, rk_lock_long (token bucket) after ~0.1 s; a holder stalled by an
-    // interrupt or the hypervisor can cause that.
+    // A lock wait that gives up passes the packet, counted untracked: rk_lock waits ~0.1 s for a
+    // holder stalled by an interrupt or the hypervisor (15 µs before this bound was last met with
+    // 0.3-2.5 in 10^4 packets given up), so the bound is loose on purpose.
     let untracked = bpf.untracked().unwrap();
     println!("{toml}: {untracked} of {} packets passed unpoliced (bound {})", 2 * n, n / 100);
     assert!(untracked <= n / 100, "{toml}: {untracked} packets passed unpoliced");
