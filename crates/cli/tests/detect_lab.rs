@@ -90,16 +90,30 @@ fn lab_policers_found_bottleneck_not_and_random_losses_annotated() {
     for file in ["policer_", "bpf_"] {
         let found: Vec<_> = of(file).filter(|r| r["policed"] == "true").collect();
         assert!(!found.is_empty(), "{file} policer not found: {rows:?}");
+        // The estimate is the goodput between a segment's first and last loss, timed at the
+        // capture, upstream of a user-space middlebox: J ms of scheduling jitter at either end
+        // moves it by about 2J / span, and tbf charges Ethernet frames where the detector counts
+        // IP packets (1514/1500 B: 0.9 %). The first transfer's segment spans about a second and
+        // has the most losses: there 3 % holds (1.3 % for the tc-BPF bucket in one CI run on 2
+        // busy cores). Later transfers start with a partly refilled bucket and may lose only a
+        // score of packets over a few hundred ms, where 15 ms of jitter is 5 % (-5.3 % seen
+        // once for tc-BPF with a benchmark running beside the tests; -10.7 % once on the first
+        // segment in that state, the sender starved): they get 10 %, which still fails an
+        // estimator that is off by a header or a burst. On a quiet machine 6 runs of 24
+        // estimates all fell within ±2 %. That tc-BPF charges IP
+        // bytes exactly is the conformance tests' business, not this timing-bound one.
+        let most_losses = found.iter().map(|r| r["losses"].parse::<u64>().unwrap()).max().unwrap();
         for r in found {
-            // The estimate is the goodput between a segment's first and last loss (about a
-            // second here), timed at the capture, upstream of a user-space middlebox: a few ms
-            // of scheduling jitter at either end moves it by about 1 % (1.3 % for the tc-BPF
-            // bucket in one CI run on 2 busy cores), and tbf charges Ethernet frames where
-            // the detector counts IP packets (1514/1500 B: 0.9 %). That tc-BPF charges IP
-            // bytes exactly is the conformance tests' business, not this timing-bound one.
             let rate: f64 = r["rate_bps"].parse().unwrap();
-            println!("{file}: policed segment, estimated rate {rate:.0} bit/s ({:+.2} % of 3 Mbit/s, bound ±3 %)", (rate / 3e6 - 1.0) * 100.0);
-            assert!((rate / 3e6 - 1.0).abs() < 0.03, "{file}: rate {rate}");
+            let longest = r["losses"].parse::<u64>().unwrap() == most_losses;
+            let bound = if longest { 0.03 } else { 0.10 };
+            println!(
+                "{file}: policed segment with {} losses, estimated rate {rate:.0} bit/s ({:+.2} % of 3 Mbit/s, bound ±{:.0} %)",
+                r["losses"],
+                (rate / 3e6 - 1.0) * 100.0,
+                bound * 100.0
+            );
+            assert!((rate / 3e6 - 1.0).abs() < bound, "{file}: rate {rate}");
         }
     }
     assert!(of("droptail_").all(|r| r["policed"] == "false"), "htb+bfifo bottleneck judged policed: {rows:?}");
