@@ -173,27 +173,21 @@ trait QueueId: bytemuck::Pod {
     fn queue(self) -> usize;
 }
 
-impl QueueId for u8 {
-    #[inline(always)]
-    fn of_queue(q: usize) -> Self {
-        q as u8
-    }
-    #[inline(always)]
-    fn queue(self) -> usize {
-        self as usize
-    }
+macro_rules! queue_id {
+    ($($t:ty),*) => {$(
+        impl QueueId for $t {
+            #[inline(always)]
+            fn of_queue(q: usize) -> Self {
+                q as $t
+            }
+            #[inline(always)]
+            fn queue(self) -> usize {
+                self as usize
+            }
+        }
+    )*};
 }
-
-impl QueueId for u16 {
-    #[inline(always)]
-    fn of_queue(q: usize) -> Self {
-        q as u16
-    }
-    #[inline(always)]
-    fn queue(self) -> usize {
-        self as usize
-    }
-}
+queue_id!(u8, u16);
 
 /// Burst-state elements that the ring of `queues` ids takes.
 fn window_order_elements(queues: usize) -> usize {
