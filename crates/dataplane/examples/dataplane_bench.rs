@@ -10,7 +10,7 @@
 //! Run as root: `cargo run --release -p ratekit-dataplane --example dataplane_bench`
 
 use ratekit_core::EnforcerConfig;
-use ratekit_dataplane::bpf::{BpfPolicer, LoadOptions};
+use ratekit_dataplane::bpf::{pin_thread_to_cpu, BpfPolicer, LoadOptions};
 use ratekit_dataplane::netns::{veth_pair, Netns};
 use ratekit_dataplane::packet::{build_frame, IPPROTO_TCP};
 use ratekit_dataplane::pipeline::PipelineConfig;
@@ -67,7 +67,7 @@ fn main() -> anyhow::Result<()> {
                     .enumerate()
                     .map(|(cpu, r)| {
                         s.spawn(move || {
-                            pin_to_cpu(cpu);
+                            pin_thread_to_cpu(cpu);
                             r.time_run(frame, 1_000_000)
                         })
                     })
@@ -162,12 +162,4 @@ fn spread(xs: &[f64]) -> (f64, f64, f64) {
     let mut v = xs.to_vec();
     v.sort_by(f64::total_cmp);
     (v[0], v[v.len() / 2], v[v.len() - 1])
-}
-
-fn pin_to_cpu(cpu: usize) {
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu % libc::sysconf(libc::_SC_NPROCESSORS_ONLN).max(1) as usize, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
 }

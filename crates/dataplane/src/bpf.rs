@@ -461,6 +461,18 @@ pub struct TestRunner {
     fd: std::os::fd::OwnedFd,
 }
 
+/// Pins the calling thread to CPU `cpu` (modulo the CPUs online), so that [`TestRunner`]s on
+/// two threads run the program on two CPUs at once. Best effort: a failure leaves it unpinned.
+pub fn pin_thread_to_cpu(cpu: usize) {
+    // SAFETY: cpu_set_t is plain data (zeroed is a valid empty set), CPU_SET indexes it within
+    // its size after the modulo, and sched_setaffinity only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu % libc::sysconf(libc::_SC_NPROCESSORS_ONLN).max(1) as usize, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
 /// `union bpf_attr` as BPF_PROG_TEST_RUN reads it (linux/bpf.h, `test` member).
 #[repr(C)]
 #[derive(Default)]

@@ -5,7 +5,7 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use ratekit_core::{EnforcerConfig, Instant, Policer, Verdict};
-use ratekit_dataplane::bpf::{BpfPolicer, LoadOptions};
+use ratekit_dataplane::bpf::{pin_thread_to_cpu, BpfPolicer, LoadOptions};
 use ratekit_dataplane::maps::{FpState, Settings, TbState};
 use ratekit_dataplane::packet::{build_frame, parse, IPPROTO_TCP, IPPROTO_UDP};
 use std::collections::HashMap;
@@ -163,11 +163,7 @@ fn across_cpus(toml: &str) {
             let runner = bpf.runner().unwrap();
             let frame = &frame;
             s.spawn(move || {
-                unsafe {
-                    let mut set: libc::cpu_set_t = std::mem::zeroed();
-                    libc::CPU_SET(cpu % libc::sysconf(libc::_SC_NPROCESSORS_ONLN).max(1) as usize, &mut set);
-                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-                }
+                pin_thread_to_cpu(cpu);
                 for i in 0..n {
                     runner.passes(frame, i * 100_000).unwrap(); // 2 × 10 Mbyte/s offered
                 }
