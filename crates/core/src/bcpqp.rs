@@ -440,18 +440,10 @@ impl BcPqp {
             return self.close_magic_windows_of_many(now);
         }
         // Up to 64 queues: queue order is bit order, and the summary is exact.
-        let (state, mut order) = self.window_order::<u8>();
-        let mut due = 0u64;
+        let mut due = [0u64];
         // The ring's first end once done: the first one not due, or a queue put back.
-        let mut earliest = u64::MAX;
-        while let Some(q) = order.front() {
-            if state[q].window_end > now {
-                earliest = state[q].window_end;
-                break;
-            }
-            order.pop_front();
-            due |= 1 << q;
-        }
+        let mut earliest = self.pop_due_windows::<u8>(now, &mut due);
+        let [mut due] = due;
         while due != 0 {
             let q = due.trailing_zeros() as usize;
             due &= due - 1;
@@ -478,14 +470,7 @@ impl BcPqp {
 
     fn close_due_windows_of_many<T: QueueId>(&mut self, now: u64) {
         let mut due = [0u64; MAX_QUEUES as usize / 64];
-        let (state, mut order) = self.window_order::<T>();
-        while let Some(q) = order.front() {
-            if state[q].window_end > now {
-                break;
-            }
-            order.pop_front();
-            due[q / 64] |= 1 << (q % 64);
-        }
+        self.pop_due_windows::<T>(now, &mut due);
         for (word, &bits) in due.iter().enumerate() {
             let mut bits = bits;
             while bits != 0 {
@@ -497,6 +482,21 @@ impl BcPqp {
         let (_, order) = self.window_order::<T>();
         self.magic_queues = (0..order.len()).fold(0, |bits, i| bits | 1 << (order.get(i) & 63));
         self.magic_deadline = self.earliest_magic_window_end::<T>();
+    }
+
+    /// Takes the queues whose windows are due at `now` (the ring's prefix) off the ring into the
+    /// bit set `due`; returns the window end of the first queue left (u64::MAX if none).
+    #[inline(always)]
+    fn pop_due_windows<T: QueueId>(&mut self, now: u64, due: &mut [u64]) -> u64 {
+        let (state, mut order) = self.window_order::<T>();
+        while let Some(q) = order.front() {
+            if state[q].window_end > now {
+                return state[q].window_end;
+            }
+            order.pop_front();
+            due[q / 64] |= 1 << (q % 64);
+        }
+        u64::MAX
     }
 
     /// Closes the due window of queue `q`, just taken off the ring, if it holds magic, and puts
