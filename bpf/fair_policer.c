@@ -50,10 +50,12 @@ struct fp_state {
 	__u64 shape;
 	__u64 credit_nb; /* generated tokens not yet handed out, nano-bytes */
 	__u64 occupied;  /* Σ o_i, bytes */
+	__u64 owed;      /* residue no flow holds, not yet paid by credit (fair_policer.rs) */
 	__u32 head;      /* the active list: a ring of `len` flows from `head` */
 	__u32 len;
 	__u64 allocation_steps;
 	__u64 residue_clears;
+	__u64 residue_bytes;
 	__u64 list_full_drops; /* packets dropped because the list held FP_ACTIVE flows */
 	struct rk_stats stats;
 	struct fp_flow active[FP_ACTIVE];
@@ -179,6 +181,19 @@ static long fp_find(__u64 i, void *data)
 	return 0;
 }
 
+/* State::pay_owed: returns 1 once nothing is owed. */
+static __always_inline int fp_pay_owed(struct fp_state *st)
+{
+	if (st->owed != 0) {
+		__u64 pay = st->credit_nb / NANOS_PER_SEC;
+		if (pay > st->owed)
+			pay = st->owed;
+		st->owed -= pay;
+		st->credit_nb -= pay * NANOS_PER_SEC;
+	}
+	return st->owed == 0;
+}
+
 /* State::allocate. */
 static __always_inline void fp_allocate(struct fp_ctx *c, __u64 now)
 {
@@ -188,17 +203,23 @@ static __always_inline void fp_allocate(struct fp_ctx *c, __u64 now)
 		st->credit_nb = st->credit_nb > ~0ULL - credit ? ~0ULL : st->credit_nb + credit;
 		st->last_ns = now;
 	}
+	if (!fp_pay_owed(st))
+		return;
 	c->emptied = 0;
 	bpf_loop(FP_STEPS, fp_step, c, 0);
 	if (!c->emptied)
 		return;
-	/* Empty list: the bucket is full and further tokens are discarded. */
-	st->credit_nb = 0;
 	if (st->occupied != 0) {
+		/* the residue: cleared from the sketch, still owed */
 		fp_clear(c);
-		st->occupied = 0;
+		st->owed += st->occupied;
 		st->residue_clears++;
+		st->residue_bytes += st->occupied;
+		st->occupied = 0;
 	}
+	/* Empty list, nothing owed: the bucket is full and further tokens are discarded. */
+	if (fp_pay_owed(st))
+		st->credit_nb = 0;
 }
 
 /* State::on_arrival; returns the drop reason or -1 to pass. */
@@ -210,7 +231,7 @@ static __always_inline int fp_decide(struct fp_ctx *c, const struct rk_pkt *pkt,
 	__u64 k;
 
 	fp_allocate(c, now);
-	k = P->bucket > st->occupied ? P->bucket - st->occupied : 0;
+	k = P->bucket > st->occupied + st->owed ? P->bucket - st->occupied - st->owed : 0;
 	if (k < pkt->len)
 		return RK_DROP_OVERLIMIT;
 	fp_columns(P, pkt->flow, idx);
@@ -268,6 +289,7 @@ int rk_fair_policer(struct __sk_buff *skb)
 		st->head = 0;
 		st->len = 0;
 		st->occupied = 0;
+		st->owed = 0;
 		st->credit_nb = 0;
 		st->last_ns = now;
 		st->shape = P->shape;

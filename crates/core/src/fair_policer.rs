@@ -24,7 +24,10 @@
 //!   soon as the list is empty (the bucket is then full: the paper discards further tokens),
 //!   so after an idle period the loop runs at most Σ o_i / unit + (list length) times.
 //! - If the list empties while Σ o_i is not zero (bytes the sketch attributes to nobody after
-//!   collisions), the sketch is cleared: every real flow's occupancy is zero at that point.
+//!   collisions: a flow's turns subtract from counters it shares with others), the sketch is
+//!   cleared, since every real flow's occupancy is zero then, but those bytes stay *owed*: they
+//!   still hold tokens, and generated credit pays them off before any flow's turn. Clearing
+//!   them for free (the paper's code) lets a window pass more than B + R·Δt.
 //! - The threshold test is strict, ô_i < T as in Eq. 3 (the code tests ≤).
 //!
 //! Integer-only data path: credit in nano-bytes from `Rate::credit`, u32 sketch counters in
@@ -145,8 +148,10 @@ pub struct FairPolicerStats {
     pub overlimit_drops: u64,
     /// Round-robin allocation steps taken (bounded work is tested on this).
     pub allocation_steps: u64,
-    /// Times the list emptied with bytes left in the sketch (cleared then).
+    /// Times the list emptied with bytes left in the sketch (cleared then, the bytes owed).
     pub residue_clears: u64,
+    /// Bytes owed that way, in total.
+    pub residue_bytes: u64,
 }
 
 /// The FairPolicer. Its state lives behind one pointer: it carries a heap sketch anyway, and
@@ -163,8 +168,10 @@ struct State {
     unit: u64,
     weights: Box<[u32]>,
     sketch: CountMin,
-    /// Σ o_i, exact: bytes passed minus bytes allocated.
+    /// Σ o_i, exact: bytes passed minus bytes allocated, less what is `owed`.
     occupied: u64,
+    /// Bytes passed that no flow holds any more (the residue), not yet paid by credit.
+    owed: u64,
     /// Generated tokens not yet handed to a flow, nano-bytes.
     credit: u64,
     last: Instant,
@@ -178,14 +185,19 @@ impl FairPolicer {
         FairPolicer { st: Box::new(State::new(cfg)) }
     }
 
-    /// Available tokens k = B − Σ o_i (bytes) as of the last arrival; also the threshold T.
+    /// Available tokens k = B − Σ o_i − owed (bytes) as of the last arrival; also the threshold T.
     pub fn tokens(&self) -> u64 {
-        self.st.bucket - self.st.occupied
+        self.st.bucket - self.st.occupied - self.st.owed
     }
 
     /// Σ o_i in bytes.
     pub fn occupied(&self) -> u64 {
         self.st.occupied
+    }
+
+    /// Residue bytes still owed (see the module doc).
+    pub fn owed(&self) -> u64 {
+        self.st.owed
     }
 
     /// The sketch's estimate of a flow's occupied tokens.
@@ -227,6 +239,7 @@ impl State {
             weights: cfg.weights.clone().into_boxed_slice(),
             sketch: CountMin::new(cfg.sketch_depth, cfg.sketch_width, cfg.seed),
             occupied: 0,
+            owed: 0,
             credit: 0,
             last: Instant::ZERO,
             active: VecDeque::new(),
@@ -241,10 +254,14 @@ impl State {
     }
 
     /// Hands the tokens generated since the last call to the active flows, round robin
-    /// (001 §IV-D "token allocation module"; weighted round robin with weights).
+    /// (001 §IV-D "token allocation module"; weighted round robin with weights), after the
+    /// residue owed.
     fn allocate(&mut self, now: Instant) {
         let dt = advance(&mut self.last, now);
         self.credit = self.credit.saturating_add(self.rate.credit(dt));
+        if !self.pay_owed() {
+            return;
+        }
         while let Some(&head) = self.active.front() {
             let held = self.sketch.estimate(head.flow) as u64;
             let give = head.quantum.min(held);
@@ -264,19 +281,34 @@ impl State {
                 self.listed.remove(&head.flow);
             }
         }
-        // Empty list: the bucket is full and further tokens are discarded.
-        self.credit = 0;
         if self.occupied != 0 {
             self.sketch.clear();
-            self.occupied = 0;
+            self.owed += self.occupied;
             self.stats.residue_clears += 1;
+            self.stats.residue_bytes += self.occupied;
+            self.occupied = 0;
         }
+        if self.pay_owed() {
+            // Empty list, nothing owed: the bucket is full and further tokens are discarded.
+            self.credit = 0;
+        }
+    }
+
+    /// Pays the residue owed from the credit; true once nothing is owed.
+    #[inline]
+    fn pay_owed(&mut self) -> bool {
+        if self.owed != 0 {
+            let pay = self.owed.min(self.credit / NANOS_PER_SEC);
+            self.owed -= pay;
+            self.credit -= pay * NANOS_PER_SEC;
+        }
+        self.owed == 0
     }
 
     fn on_arrival(&mut self, now: Instant, pkt: &Packet) -> Verdict {
         self.allocate(now);
         let len = pkt.len as u64;
-        let k = self.bucket - self.occupied;
+        let k = self.bucket - self.occupied - self.owed;
         let verdict = if k < len {
             self.stats.overlimit_drops += 1;
             Verdict::Drop(DropReason::Overlimit)

@@ -199,10 +199,12 @@ pub struct FpState {
     pub shape: u64,
     pub credit_nb: u64,
     pub occupied: u64,
+    pub owed: u64,
     pub head: u32,
     pub len: u32,
     pub allocation_steps: u64,
     pub residue_clears: u64,
+    pub residue_bytes: u64,
     pub list_full_drops: u64,
     pub stats: Stats,
     pub active: [FpFlow; FP_ACTIVE],
@@ -223,7 +225,7 @@ const _: () = assert!(std::mem::size_of::<TbParams>() == 24);
 const _: () = assert!(std::mem::size_of::<TbState>() == 88);
 const _: () = assert!(std::mem::size_of::<FpParams>() == 360);
 const _: () = assert!(std::mem::size_of::<FpFlow>() == 16);
-const _: () = assert!(std::mem::size_of::<FpState>() == 69768);
+const _: () = assert!(std::mem::size_of::<FpState>() == 69784);
 
 impl AggKey {
     /// The aggregate key the BPF programs derive: IPv4 as ::ffff:a.b.c.d, masked to the prefix.

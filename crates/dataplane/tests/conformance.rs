@@ -314,9 +314,9 @@ fn fair_policer_matches_core() {
             let Some((_, ratekit_core::AnyPolicer::FairPolicer(fp))) = core.get(&agg.id()) else { panic!("no core twin") };
             let s = fp.stats();
             let what = format!("{name}: aggregate {}", agg.ip());
-            assert_eq!(st.occupied, fp.occupied(), "{what}: Σ o_i");
+            assert_eq!((st.occupied, st.owed), (fp.occupied(), fp.owed()), "{what}: Σ o_i, residue owed");
             assert_eq!(st.len as usize, fp.active_len(), "{what}: active list");
-            assert_eq!((st.allocation_steps, st.residue_clears), (s.allocation_steps, s.residue_clears), "{what}");
+            assert_eq!((st.allocation_steps, st.residue_clears, st.residue_bytes), (s.allocation_steps, s.residue_clears, s.residue_bytes), "{what}");
             assert_eq!(st.stats.drops_by_reason[2], s.threshold_drops, "{what}: threshold drops");
             assert_eq!(st.stats.drops_by_reason[0], s.overlimit_drops, "{what}: overlimit drops");
             assert_eq!(st.list_full_drops, 0, "{what}: the vectors stay within the list bound");
