@@ -238,8 +238,10 @@ impl Context<'_> {
         let mut available = 0.0f64;
         let mut t_prev = t0;
         for p in window {
-            available += rate * (p.t_ns - t_prev) as f64 * 1e-9;
-            t_prev = p.t_ns;
+            // Capture records can be written slightly out of time order: a step back adds no
+            // tokens, and the clock resumes from the latest time seen.
+            available += rate * p.t_ns.saturating_sub(t_prev) as f64 * 1e-9;
+            t_prev = t_prev.max(p.t_ns);
             if let Some(cap) = self.cap {
                 available = available.min(cap);
             }

@@ -2,7 +2,9 @@
 //!
 //! Each connection has two directions; each is a data stream whose acknowledgements travel the
 //! other way. Every data packet is annotated with:
-//! - `RETRANS`: it starts below the highest sequence number already sent;
+//! - `RETRANS`: it repeats bytes already sent (below the cumulative ACK or still in flight); bytes
+//!   in a hole below the highest sequence sent are an original transmission whose capture
+//!   record was written out of order;
 //! - `LOST`: a later retransmission covers (part of) it, unless a D-SACK (RFC 2883) shows that
 //!   retransmission was spurious, i.e. the receiver got both copies;
 //! - an RTT sample when a cumulative ACK ends exactly at a packet that was never retransmitted
@@ -164,21 +166,34 @@ impl Dir {
         let mut flags = 0;
         let mut prev = NONE;
         if start < self.snd_max {
-            flags |= RETRANS;
-            if end > self.cum_ack {
-                let from = self.inflight.partition_point(|r| r.end <= start);
-                for i in from..self.inflight.len() {
-                    if self.inflight[i].start >= end {
-                        break;
+            // Bytes below the cumulative ACK or in a range already in flight were sent before;
+            // bytes in a hole of the in-flight list were not (a capture record written out of
+            // order), and this is their original transmission.
+            if start < self.cum_ack {
+                flags |= RETRANS;
+            }
+            let mut at = self.inflight.partition_point(|r| r.end <= start);
+            let mut covered = start.max(self.cum_ack);
+            while covered < end.min(self.snd_max) {
+                match self.inflight.get(at).copied() {
+                    Some(r) if r.start <= covered => {
+                        flags |= RETRANS;
+                        if prev == NONE {
+                            prev = r.idx;
+                        }
+                        if let Some(o) = self.pkt_mut(r.idx) {
+                            o.flags |= LOST;
+                        }
+                        self.inflight[at].idx = idx;
+                        covered = r.end;
+                        at += 1;
                     }
-                    let old = self.inflight[i].idx;
-                    if prev == NONE {
-                        prev = old;
+                    next => {
+                        let hole_end = next.map_or(self.snd_max, |r| r.start).min(end);
+                        self.inflight.insert(at, Range { start: covered, end: hole_end, idx });
+                        covered = hole_end;
+                        at += 1;
                     }
-                    if let Some(o) = self.pkt_mut(old) {
-                        o.flags |= LOST;
-                    }
-                    self.inflight[i].idx = idx;
                 }
             }
         }

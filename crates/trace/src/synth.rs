@@ -557,7 +557,7 @@ impl Sim {
             }
             rack = rack.max(s.sent_ns);
             if s.retx == 0 {
-                rtt_sample = Some(now - s.sent_ns);
+                rtt_sample = Some(now.saturating_sub(s.sent_ns));
             }
             fl.una += 1;
         }

@@ -183,3 +183,24 @@ fn annotated_losses_match_what_the_path_dropped() {
         assert_eq!(segs.len(), 2, "{path:?}: one segment per chunk");
     }
 }
+
+#[test]
+fn a_capture_record_written_out_of_order_is_an_original_not_a_retransmission() {
+    // Real capture points write a record up to ~0.5 ms before records captured earlier: here
+    // packet 1 is written before packet 0, with its (later) capture time. Packet 0 is then lost
+    // downstream and repaired; that repair must mark packet 0's transmission lost.
+    let mut s = script();
+    s.handshake();
+    s.t = 1_300_000;
+    s.data(1);
+    s.t = 1_000_000;
+    s.data(0);
+    s.at(2).data(2).data(3);
+    s.at(50).ack(0, &[(1, 2)]).ack(0, &[(1, 3)]).ack(0, &[(1, 4)]);
+    s.at(60).data(0); // fast retransmit of packet 0
+    s.at(110).ack(4, &[]);
+    let p = &s.segments()[0].packets;
+    let flags: Vec<(bool, bool)> = p.iter().map(|x| (x.retransmission(), x.lost())).collect();
+    // records: 1, 0, 2, 3, 0 (repair)
+    assert_eq!(flags, [(false, false), (false, true), (false, false), (false, false), (true, false)]);
+}
