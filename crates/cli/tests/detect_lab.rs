@@ -67,10 +67,10 @@ fn lab(tag: &str, chunk: &str, chunks: &str, specs: &[&str]) -> (Vec<Row>, Vec<s
 }
 
 #[test]
+#[ignore = "needs root: network namespaces, tc-BPF, tcpdump; scripts/test.sh runs it with --include-ignored as root"]
 fn lab_policers_found_bottleneck_not_and_random_losses_annotated() {
     if let Some(why) = missing_prerequisite() {
-        println!("skipped: {why}");
-        return;
+        panic!("cannot run: {why}");
     }
     let (rows, _) = lab("rate", "600000", "3", &["policer:3mbit:100kb", "bpf:3mbit:100kb", "droptail:3mbit:100kb"]);
     let of = |file: &'static str| rows.iter().filter(move |r| r["file"].contains(file));

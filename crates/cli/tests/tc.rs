@@ -184,11 +184,9 @@ impl Drop for Lab {
 }
 
 #[test]
+#[ignore = "needs root: tc-BPF in network namespaces; scripts/test.sh runs it with --include-ignored as root"]
 fn tc_policer_holds_rate_and_updates_live() {
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: tc-BPF and namespaces need root");
-        return;
-    }
+    require_root();
     let lab = Lab::new("tc");
     let cfg = |rate: &str| lab.config(&format!("tb-{rate}.toml"), &format!("kind = \"token_bucket\"\nrate = \"{rate}\"\nburst = \"20kb\"\n"));
     let burst = 20.0 * 1024.0;
@@ -205,6 +203,10 @@ fn tc_policer_holds_rate_and_updates_live() {
     assert!(ok && out.contains("detached"), "{out}");
     let (ok, out) = ratekit(&["tc", "stats", "--netns", ns, "--dev", "b0"]);
     assert!(!ok && out.contains("no ratekit tc-BPF program is attached"), "{out}");
+}
+
+fn require_root() {
+    ratekit_dataplane::netns::require_root("tc-BPF in network namespaces");
 }
 
 #[test]
@@ -227,11 +229,9 @@ fn tc_bad_input_is_named() {
 /// BC-PQP as tc-BPF: a one-flow flood is held to rate + queue size, a live rate change keeps the
 /// state, and a tree beyond the program's bounds is refused with the bound named.
 #[test]
+#[ignore = "needs root: tc-BPF in network namespaces; scripts/test.sh runs it with --include-ignored as root"]
 fn tc_bcpqp_holds_rate_and_updates_live() {
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: tc-BPF and namespaces need root");
-        return;
-    }
+    require_root();
     let lab = Lab::new("tcq");
     let cfg = |rate: &str, queues: u32| {
         lab.config(&format!("bc-{rate}-{queues}.toml"), &format!("kind = \"bcpqp\"\nrate = \"{rate}\"\nqueues = {queues}\nqueue_size = \"20kb\"\n"))
@@ -247,11 +247,9 @@ fn tc_bcpqp_holds_rate_and_updates_live() {
 /// FairPolicer as tc-BPF: a one-flow flood is held to rate + bucket, a live rate change keeps
 /// the state, and a sketch beyond the program's bounds is refused naming the field.
 #[test]
+#[ignore = "needs root: tc-BPF in network namespaces; scripts/test.sh runs it with --include-ignored as root"]
 fn tc_fair_policer_holds_rate_and_updates_live() {
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: tc-BPF and namespaces need root");
-        return;
-    }
+    require_root();
     let lab = Lab::new("tcf");
     let cfg = |rate: &str, width: u32| {
         lab.config(&format!("fp-{rate}-{width}.toml"), &format!("kind = \"fair_policer\"\nrate = \"{rate}\"\nbucket = \"20kb\"\nsketch_width = {width}\n"))

@@ -186,3 +186,9 @@ pub fn namespaces_of(pid: u32) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+/// For tests marked `#[ignore = "needs root: ..."]`: once asked to run, a test without root fails
+/// with the reason instead of passing without having run.
+pub fn require_root(what: &str) {
+    assert!(unsafe { libc::geteuid() } == 0, "{what} needs root; scripts/test.sh runs these tests only as root");
+}
