@@ -1,7 +1,7 @@
 //! Sweeps the detector over generated traces with known ground truth and prints the accuracy per
 //! scenario class (the calibration behind the defaults in docs/detector.md).
 //!
-//! cargo run --release -p ratekit-trace --example calibrate -- [tol_rtts tol_packets] [seeds]
+//! cargo run --release -p ratekit-trace --example calibrate -- [loss_band_rtts tol_packets] [seeds]
 
 use ratekit_core::Rate;
 use ratekit_trace::analyze::{analyze_packets, Options};
@@ -11,7 +11,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut opts = Options::default();
     if args.len() >= 2 {
-        opts.params.tol_rtts = args[0].parse().expect("tol_rtts");
+        opts.params.loss_band_rtts = args[0].parse().expect("loss_band_rtts");
         opts.params.tol_packets = args[1].parse().expect("tol_packets");
     }
     let seeds: u64 = args.get(2).map_or(2, |s| s.parse().expect("seeds"));

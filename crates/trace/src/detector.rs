@@ -3,12 +3,18 @@
 //!
 //! Decisions where the paper is silent (docs/detector.md has the reasoning and the calibration):
 //! - Token accounting uses IP packet lengths (what a policer charges); rates are IP bits/s.
-//! - "t_a ≈ 0" for a loss means |t_a| ≤ tol and "t_a ≳ 0" for a pass means t_a ≥ −tol, with
-//!   tol = max(k_rtt · r · RTT_med, k_pkt · MTU): the send timestamps recorded at the server are
-//!   offset from the arrivals at the policer by delays that vary within about an RTT, and a
-//!   policer's bucket is never emptier than "one packet short".
-//! - RTT inflation (line 15): a loss is inflated when the RTT sample before it is ≥ the median,
-//!   > 1.3 × the 10th percentile and ≥ 20 ms; more than 20 % inflated losses rule policing out.
+//! - "t_a ≈ 0" for a loss means t_a lies within 2 · r · RTT_med of the median loss sample, and
+//!   "t_a ≳ 0" for a pass means t_a ≥ that median − 0.75 · r · RTT_med (the rule of the paper's
+//!   tool), each band at least `tol_packets` MTUs wide. The median, not zero: at a real policer
+//!   the token count at drop time spreads over about ±1 RTT of tokens (TCP sends per-RTT bursts,
+//!   the bucket does not fill while the sender runs below the rate, and the send times recorded
+//!   at the server are offset from the arrivals at the policer by delays that vary within an RTT).
+//! - RTT inflation (line 15): each loss is tied to the RTT sample of a packet sent just before
+//!   it (within one median RTT), skipping the packet sent immediately before: after a tail drop
+//!   that one waits for the receiver's delayed-ACK timer. Behind a queue, that sample carries the
+//!   queue the lost packet met, where the last ACK received before the loss describes it an RTT
+//!   earlier. A loss is inflated when its sample is ≥ the median, > 1.3 × the 10th percentile
+//!   and ≥ 20 ms; more than 20 % inflated losses rule policing out.
 //! - Further safeguards: the losses must span at least two median RTTs (a single burst of losses
 //!   gives no rate, 002 §3.1 footnote 5), and at least 15 passed packets must lie between them.
 //! - The second pass drops the first and last two losses and re-estimates r (footnote 4); the
@@ -26,9 +32,11 @@ pub struct Params {
     pub n_loss: f64,
     /// Fraction of passed packets allowed to have t_a well below 0 (002: 0.03).
     pub n_pass: f64,
-    /// Tolerance in bytes per (rate × median RTT).
-    pub tol_rtts: f64,
-    /// Tolerance floor in largest-packet sizes.
+    /// Half-width of the band around the median loss sample, in rate × median RTT (tool: 2).
+    pub loss_band_rtts: f64,
+    /// How far below the median loss sample a pass may lie, in rate × median RTT (tool: 0.75).
+    pub pass_floor_rtts: f64,
+    /// Floor of both, in largest-packet sizes.
     pub tol_packets: f64,
     /// Losses cut from each end in the second pass (002 footnote 4: 2).
     pub cutoff: usize,
@@ -37,6 +45,10 @@ pub struct Params {
     pub inflation_factor: f64,
     pub inflation_min_rtt_ns: u64,
     pub max_inflated_fraction: f64,
+    /// A policer passes what its bucket holds at the sender's line rate, so some ACK trains come
+    /// back faster than the policed rate; a queue's output never exceeds its rate. Policed needs
+    /// the segment's burst throughput at least this multiple of the estimated rate.
+    pub min_burst_over_rate: f64,
 }
 
 impl Default for Params {
@@ -45,7 +57,8 @@ impl Default for Params {
             min_losses: 15,
             n_loss: 0.1,
             n_pass: 0.03,
-            tol_rtts: 0.5,
+            loss_band_rtts: 2.0,
+            pass_floor_rtts: 0.75,
             tol_packets: 2.0,
             cutoff: 2,
             min_pass_samples: 15,
@@ -53,6 +66,7 @@ impl Default for Params {
             inflation_factor: 1.3,
             inflation_min_rtt_ns: 20_000_000,
             max_inflated_fraction: 0.2,
+            min_burst_over_rate: 1.5,
         }
     }
 }
@@ -69,6 +83,7 @@ pub enum Reason {
     LossesWithTokens,
     PassesWithoutTokens,
     RttInflation,
+    AcksPacedAtRate,
 }
 
 impl Reason {
@@ -83,6 +98,7 @@ impl Reason {
             Reason::LossesWithTokens => "losses_with_tokens",
             Reason::PassesWithoutTokens => "passes_without_tokens",
             Reason::RttInflation => "rtt_inflation",
+            Reason::AcksPacedAtRate => "acks_paced_at_rate",
         }
     }
 }
@@ -179,7 +195,10 @@ fn judge_inner(pkts: &[DataPkt], rtts: &[RttSample], acks: &[AckEvent], params: 
     let p10 = percentile(&rtt_sorted, 0.1).unwrap_or(rtt_med);
     let mtu = pkts.iter().map(|p| p.ip_len).max().unwrap_or(1500) as f64;
     let cap = capped.then(|| (burst_bytes as f64).max(2.0 * mtu));
-    let ctx = Context { pkts, rtts, rtt_med, rtt_p10: p10, params, cap };
+    let mut by_sent = rtts.to_vec();
+    by_sent.sort_by_key(|s| s.sent_ns);
+    let burst_bytes_per_sec = j.burst_throughput_bps.map(|b| b / 8.0);
+    let ctx = Context { pkts, by_sent, rtt_med, rtt_p10: p10, params, cap, burst_bytes_per_sec };
     let first = ctx.run(&lost);
     j.rate_bps = first.rate.map(|r| r * 8.0);
     j.reason = first.reason;
@@ -203,12 +222,14 @@ fn judge_inner(pkts: &[DataPkt], rtts: &[RttSample], acks: &[AckEvent], params: 
 
 struct Context<'a> {
     pkts: &'a [DataPkt],
-    rtts: &'a [RttSample],
+    /// RTT samples in the order their packets were sent.
+    by_sent: Vec<RttSample>,
     rtt_med: u64,
     rtt_p10: u64,
     params: &'a Params,
     /// Bucket capacity for the simulated token count; None = the paper's unbounded t_p − t_u.
     cap: Option<f64>,
+    burst_bytes_per_sec: Option<f64>,
 }
 
 struct PassResult {
@@ -259,20 +280,26 @@ impl Context<'_> {
         if mean(&l_loss) >= mean(&l_pass) || median_f(&mut l_loss.clone()) >= median_f(&mut l_pass.clone()) {
             return result(Reason::LossesNotBelowPasses);
         }
-        // Lines 13-14 with the tolerance of the module doc.
+        // Lines 13-14 with the bands of the module doc.
         let mtu = window.iter().map(|p| p.ip_len).max().unwrap_or(1500) as f64;
-        let tol = (self.params.tol_rtts * rate * self.rtt_med as f64 * 1e-9).max(self.params.tol_packets * mtu);
-        let near_zero = l_loss.iter().filter(|&&a| a.abs() <= tol).count();
+        let rtt_bytes = rate * self.rtt_med as f64 * 1e-9;
+        let floor = self.params.tol_packets * mtu;
+        let (band, below) = ((self.params.loss_band_rtts * rtt_bytes).max(floor), (self.params.pass_floor_rtts * rtt_bytes).max(floor));
+        let centre = median_f(&mut l_loss.clone());
+        let near_zero = l_loss.iter().filter(|&&a| (a - centre).abs() <= band).count();
         if (near_zero as f64) < (1.0 - self.params.n_loss) * l_loss.len() as f64 {
             return result(Reason::LossesWithTokens);
         }
-        let non_negative = l_pass.iter().filter(|&&a| a >= -tol).count();
+        let non_negative = l_pass.iter().filter(|&&a| a >= centre - below).count();
         if (non_negative as f64) < (1.0 - self.params.n_pass) * l_pass.len() as f64 {
             return result(Reason::PassesWithoutTokens);
         }
         // Line 15.
         if self.inflated_fraction(lost) > self.params.max_inflated_fraction {
             return result(Reason::RttInflation);
+        }
+        if self.burst_bytes_per_sec.is_some_and(|b| b < self.params.min_burst_over_rate * rate) {
+            return result(Reason::AcksPacedAtRate);
         }
         result(Reason::Policed)
     }
@@ -284,9 +311,14 @@ impl Context<'_> {
         let inflated = lost
             .iter()
             .filter(|&&i| {
-                let t = self.pkts[i].t_ns;
-                let before = self.rtts.partition_point(|s| s.t_ns <= t);
-                before > 0 && self.rtts[before - 1].rtt_ns as f64 >= threshold
+                let sent = self.pkts[i].t_ns;
+                // The packet sent immediately before the loss is skipped (module doc).
+                let skip_from = i.checked_sub(1).map_or(sent, |j| self.pkts[j].t_ns.min(sent));
+                let before = self.by_sent.partition_point(|s| s.sent_ns < skip_from);
+                before > 0 && {
+                    let s = &self.by_sent[before - 1];
+                    sent.saturating_sub(s.sent_ns) <= self.rtt_med && s.rtt_ns as f64 >= threshold
+                }
             })
             .count();
         inflated as f64 / lost.len() as f64

@@ -7,8 +7,10 @@
 //!   record was written out of order;
 //! - `LOST`: a later retransmission covers (part of) it, unless a D-SACK (RFC 2883) shows that
 //!   retransmission was spurious, i.e. the receiver got both copies;
-//! - an RTT sample when a cumulative ACK ends exactly at a packet that was never retransmitted
-//!   (Karn's rule: a retransmitted range gives an ambiguous sample).
+//! - an RTT sample when an ACK first reports a packet that was never retransmitted (Karn's rule:
+//!   a retransmitted range gives an ambiguous sample): a cumulative ACK that ends exactly at it
+//!   while no hole is open (one that closes a hole measures the repair, not the path), or a
+//!   SACK block, which reports the packet as it arrives, whatever hole lies below it.
 //!
 //! A direction's data is cut into application segments (a request and its response): a segment
 //! ends when the other direction sends new data while this one has sent some since the last cut.
@@ -23,6 +25,8 @@ pub const RETRANS: u8 = 1;
 pub const LOST: u8 = 2;
 /// A retransmission the receiver reported as a duplicate (D-SACK).
 pub const SPURIOUS: u8 = 4;
+/// The packet has given its RTT sample (from a SACK block or the cumulative ACK).
+pub const RTT_SAMPLED: u8 = 8;
 
 const NONE: u32 = u32::MAX;
 /// Acked retransmissions remembered for matching late D-SACKs.
@@ -49,10 +53,11 @@ impl DataPkt {
     }
 }
 
-/// An RTT sample: the ACK's arrival time and the delay since the acked packet was sent.
+/// An RTT sample: the ACK's arrival time, when the acked packet was sent, and the delay between.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RttSample {
     pub t_ns: u64,
+    pub sent_ns: u64,
     pub rtt_ns: u64,
 }
 
@@ -218,6 +223,15 @@ impl Dir {
                 }
             }
         }
+        // RFC 2018: the first block holds the segment whose arrival triggered this ACK.
+        if let Some(&(_, r)) = p.sack_blocks().first() {
+            if let Some(r) = self.unwrap(r).filter(|&r| r > ack.max(self.cum_ack)) {
+                let at = self.inflight.partition_point(|x| x.end < r);
+                if let Some(range) = self.inflight.get(at).copied().filter(|x| x.end == r) {
+                    self.sample_rtt(range.idx, p.ts_ns);
+                }
+            }
+        }
         if ack > self.cum_ack && ack <= self.snd_max {
             let acked = ack - self.cum_ack;
             self.cum_ack = ack;
@@ -235,21 +249,25 @@ impl Dir {
                 }
                 last = Some(r);
             }
-            if let Some(r) = last {
-                let base = self.base;
-                if r.end == ack && clean {
-                    if let Some(pkt) = r.idx.checked_sub(base).and_then(|i| self.pkts.get(i as usize)) {
-                        if !pkt.retransmission() && p.ts_ns >= pkt.t_ns {
-                            self.rtts.push(RttSample { t_ns: p.ts_ns, rtt_ns: p.ts_ns - pkt.t_ns });
-                        }
-                    }
-                }
+            if let Some(r) = last.filter(|r| r.end == ack && clean) {
+                self.sample_rtt(r.idx, p.ts_ns);
             }
             if !self.pkts.is_empty() {
                 self.acks.push(AckEvent { t_ns: p.ts_ns, bytes: acked });
             }
         }
         self.check_dsack(p, ack);
+    }
+
+    /// The first report of an original transmission gives its RTT sample.
+    fn sample_rtt(&mut self, idx: u32, ack_ns: u64) {
+        let Some(pkt) = self.pkt_mut(idx) else { return };
+        if pkt.flags & (RETRANS | RTT_SAMPLED) != 0 || ack_ns < pkt.t_ns {
+            return;
+        }
+        pkt.flags |= RTT_SAMPLED;
+        let sent_ns = pkt.t_ns;
+        self.rtts.push(RttSample { t_ns: ack_ns, sent_ns, rtt_ns: ack_ns - sent_ns });
     }
 
     fn prev_of(&self, idx: u32) -> u32 {

@@ -136,13 +136,14 @@ fn karn_rule_skips_ambiguous_rtt_samples() {
     let mut s = script();
     s.handshake().at(0).data(0).data(1).data(2).data(3);
     s.at(100).ack(1, &[]); // clean: 100 ms
-    s.at(101).ack(1, &[(2, 3)]);
+    s.at(101).ack(1, &[(2, 3)]); // packet 2 arrives above the hole: its SACK measures 101 ms
     s.at(102).ack(1, &[(2, 4)]);
     s.at(120).data(1);
-    s.at(220).ack(4, &[]); // closes the hole: would measure 220 ms for packet 3
+    s.at(220).ack(4, &[]); // closes the hole: would measure 220 ms for packet 3 (and 100 for the repair)
+    s.at(221).ack(4, &[(2, 4)]); // a repeated report gives no second sample
     let segs = s.segments();
-    let rtts: Vec<u64> = segs[0].rtts.iter().map(|r| r.rtt_ns / 1_000_000).collect();
-    assert_eq!(rtts, [100]);
+    let rtts: Vec<(u64, u64)> = segs[0].rtts.iter().map(|r| (r.sent_ns / 1_000_000, r.rtt_ns / 1_000_000)).collect();
+    assert_eq!(rtts, [(0, 100), (0, 101), (0, 102)]);
 }
 
 #[test]

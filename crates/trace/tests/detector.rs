@@ -80,10 +80,20 @@ fn rtt_inflation_safeguard_rejects_a_full_queue() {
     let sc = Scenario::new(Path::DropTail { rate: Rate::from_mbps(3.0), queue: 100_000 }, 5);
     let with = lossy(&rows(&sc, &Options::default()), false).iter().map(|r| r.judgement.reason).collect::<Vec<_>>();
     assert!(with.contains(&Reason::RttInflation), "{with:?}");
-    let mut off = Options::default();
-    off.params.max_inflated_fraction = 1.0;
-    let without = rows(&sc, &off);
-    assert!(lossy(&without, false).iter().any(|r| r.judgement.policed), "the safeguard should be what rejects it");
+    // Each safeguard rejects it alone (the ACK-pacing one is not consulted once the RTT one has
+    // ruled); without both the token counts alone call it policed.
+    let judged = |rtt: bool, acks: bool| {
+        let mut o = Options::default();
+        if !rtt {
+            o.params.max_inflated_fraction = 1.0;
+        }
+        if !acks {
+            o.params.min_burst_over_rate = 0.0;
+        }
+        lossy(&rows(&sc, &o), false).iter().any(|r| r.judgement.policed)
+    };
+    assert!(!judged(false, true) && !judged(true, false), "each safeguard alone rejects the full queue");
+    assert!(judged(false, false), "the safeguards should be what rejects it");
 }
 
 #[test]
