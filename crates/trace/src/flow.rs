@@ -236,12 +236,15 @@ impl Dir {
             let acked = ack - self.cum_ack;
             self.cum_ack = ack;
             let mut last: Option<Range> = None;
+            // Packets acknowledged together with a repair waited for it (seen without SACK too).
+            let mut repaired = false;
             while let Some(r) = self.inflight.front().copied() {
                 if r.end > ack {
                     break;
                 }
                 self.inflight.pop_front();
                 if self.prev_of(r.idx) != NONE {
+                    repaired = true;
                     if self.recent_retx.len() == RECENT_RETX {
                         self.recent_retx.pop_front();
                     }
@@ -249,7 +252,7 @@ impl Dir {
                 }
                 last = Some(r);
             }
-            if let Some(r) = last.filter(|r| r.end == ack && clean) {
+            if let Some(r) = last.filter(|r| r.end == ack && clean && !repaired) {
                 self.sample_rtt(r.idx, p.ts_ns);
             }
             if !self.pkts.is_empty() {
