@@ -15,12 +15,13 @@ from collections import Counter, defaultdict
 MIN_LOSSES = 15
 # 002 Table 3 (lab accuracy of the authors' detector), by its letters.
 PAPER = {"A": "93.1 %", "B": "48.0 %", "C": "12.3 %", "E": "100 %", "F": "99.7 %", "G": "93.2 %", "H": "96.9 %"}
-ENFORCER = {"policer": "tbf", "bpf": "tc-BPF", "shared": "tc-BPF"}
+ENFORCER = {"policer": "tbf", "bpf": "tc-BPF", "shared": "tc-BPF", "pair": "tc-BPF"}
+MULTI = {"shared": ("C", 3), "pair": ("D", 2)}
 
 
 def paper(key):
     """002's figure for a class (none for ours beyond the paper)."""
-    return "—" if key == "C agg" else PAPER.get(key[0], "")
+    return "—" if key.endswith(" agg") or key[0] == "D" else PAPER.get(key[0], "")
 
 
 def rate_bps(text):
@@ -32,8 +33,9 @@ def rate_bps(text):
 
 def classify(kind, size):
     """(class key, label, policed truth) for a trace, or None if it is no test case."""
-    if kind == "shared":
-        return "C", "C policing, tc-BPF bucket shared by 3 connections to one client: per-flow rows", True
+    if kind in MULTI:
+        letter, n = MULTI[kind]
+        return letter, f"{letter} policing, tc-BPF bucket shared by {n} connections to one client: per-flow rows", True
     if kind in ENFORCER:
         letter = "B" if size == "8kb" else "A"
         what = "8 kB bucket" if letter == "B" else "buckets 100 kB-2 MB"
@@ -80,7 +82,7 @@ def tally(classes, cases, matrix, name, key, label, truth, kind, rate, size, row
     cls["correct"] += correct
     cls["total"] += len(lossy)
     cls["abs_err"] += errs
-    if truth and matrix is not None and kind != "shared":
+    if truth and matrix is not None and kind not in MULTI:
         m = matrix[(ENFORCER[kind], rate, size)]
         m[0] += correct
         m[1] += len(lossy)
@@ -113,12 +115,13 @@ def main():
             continue
         key, label, truth = c
         groups = [(key, label, [r for r in mine if r["direction"] != "aggregate"])]
-        if kind == "shared":
-            groups.append(("C agg", "C, the same: per-client aggregate rows (beyond 002)", [r for r in mine if r["direction"] == "aggregate"]))
+        if kind in MULTI:
+            agg = MULTI[kind][0] + " agg"
+            groups.append((agg, f"{agg[0]}, the same: per-client aggregate rows (beyond 002)", [r for r in mine if r["direction"] == "aggregate"]))
         for key, label, subset in groups:
-            tally(classes, cases, matrix if key != "C agg" else None, name, key, label, truth, kind, rate, size, subset)
+            tally(classes, cases, None if key.endswith(" agg") else matrix, name, key, label, truth, kind, rate, size, subset)
 
-    order = ["A tbf", "A tc-BPF", "B tbf", "B tc-BPF", "C", "C agg", "E", "G", "H", "F"]
+    order = ["A tbf", "A tc-BPF", "B tbf", "B tc-BPF", "C", "C agg", "D", "D agg", "E", "G", "H", "F"]
     keys = [k for k in order if k in classes] + sorted(k for k in classes if k not in order)
     with open(os.path.join(out, "accuracy.csv"), "w", newline="") as f:
         w = csv.writer(f)

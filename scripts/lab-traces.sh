@@ -14,6 +14,7 @@
 #   bpf:RATE:BURST      ratekit's tc-BPF token bucket (`ratekit tc attach --egress`)
 #   shared:RATE:BURST   the tc-BPF bucket shared by three concurrent connections to one client
 #                       (002 Table 3 C; all three captured)
+#   pair:RATE:BURST     the same with two connections
 #   droptail:RATE:QUEUE htb at RATE with a bfifo of QUEUE bytes
 #   cross:RATE:QUEUE    the same, plus one uncaptured bulk TCP flow to 10.77.0.3 through it
 #   loss:PERCENT[:SEED] random loss in the middlebox (data direction), no rate limit
@@ -158,7 +159,7 @@ for spec in "${SPECS[@]}"; do
     loss=0; seed=$SEED
     case "$kind" in
         policer) tc -n "$M" qdisc add dev "${P}d" root tbf rate "$rate" burst "$(bytes "$size")" limit 1514 ;;
-        bpf|shared)
+        bpf|shared|pair)
             printf 'kind = "token_bucket"\nrate = "%s"\nburst = %s\n' "$rate" "$(bytes "$size")" >"$TMP/bucket.toml"
             "$RATEKIT" tc attach --netns "$M" --dev "${P}d" --egress --config "$TMP/bucket.toml" >/dev/null
             BPF_ON=1 ;;
@@ -188,7 +189,8 @@ for spec in "${SPECS[@]}"; do
     fi
     start=$(date +%s)
     clients=()
-    for ((k = 0; k < $([ "$kind" = shared ] && echo 3 || echo 1); k++)); do
+    case "$kind" in shared) conns=3 ;; pair) conns=2 ;; *) conns=1 ;; esac
+    for ((k = 0; k < conns; k++)); do
         timeout "$CASE_TIMEOUT" ip netns exec "$C" python3 -c "$CLIENT" "$CHUNK" "$CHUNKS" "$CA" & clients+=($!); PIDS+=($!)
         sleep 0.3 # staggered, so the connections' chunks overlap without starting in lockstep
     done

@@ -26,14 +26,21 @@ fn missing_prerequisite() -> Option<String> {
 
 type Row = std::collections::HashMap<String, String>;
 
-/// Runs the lab script on `specs`; returns results.csv as rows of named columns and the
-/// middlebox's counters (JSON) of each case.
-fn lab(tag: &str, chunk: &str, chunks: &str, specs: &[&str]) -> (Vec<Row>, Vec<serde_json::Value>) {
+fn read_rows_text(text: &str) -> Vec<Row> {
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let headers = reader.headers().unwrap().clone();
+    reader.records().map(|r| headers.iter().zip(r.unwrap().iter()).map(|(h, v)| (h.to_string(), v.to_string())).collect()).collect()
+}
+
+/// Runs the lab script on `specs`; returns results.csv as rows of named columns, the
+/// middlebox's counters (JSON) of each case, and the rows of the same captures with their
+/// records written out of time order (scripts/lab-artefacts.py) as busy capture points do.
+fn lab(tag: &str, chunk: &str, chunks: &str, specs: &[&str]) -> (Vec<Row>, Vec<serde_json::Value>, Vec<Row>) {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let out = std::env::temp_dir().join(format!("ratekit-lab-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let status = Command::new("timeout")
-        .args(["120", "bash"])
+        .args(["240", "bash"])
         .arg(root.join("scripts/lab-traces.sh"))
         .arg(&out)
         .args([chunk, chunks])
@@ -41,15 +48,25 @@ fn lab(tag: &str, chunk: &str, chunks: &str, specs: &[&str]) -> (Vec<Row>, Vec<s
         .env("RATEKIT", env!("CARGO_BIN_EXE_ratekit"))
         .env("DELAY", "50ms")
         .env("CASE_TIMEOUT", "40")
-        // No delayed ACKs at the client (a route option): a lone segment's ACK 40 ms late
-        // makes the RTT sample before tbf's slow-start loss burst look inflated, and that one
-        // sample ruled out the file's only lossy segment (`rtt_inflation`) in 2 of 21 runs.
-        // The detector's misses of that kind are the accuracy table's business (docs/detector.md,
-        // "A misses"); with every segment ACKed the first two chunks both lose and are judged.
-        .env("QUICKACK", "1")
+        // The client delays its ACKs as Linux does by default: a tail drop's last delivered
+        // packet then waits ~40 ms for its ACK, which must not read as RTT inflation.
         .status()
         .unwrap();
+    let reordered = Command::new("python3")
+        .arg(root.join("scripts/lab-artefacts.py"))
+        .arg(&out)
+        .arg(out.join("artefacts"))
+        .status()
+        .is_ok_and(|s| s.success())
+        && Command::new(env!("CARGO_BIN_EXE_ratekit"))
+            .arg("detect")
+            .arg(out.join("artefacts/reorder"))
+            .arg("--out")
+            .arg(out.join("reorder.csv"))
+            .status()
+            .is_ok_and(|s| s.success());
     let results = std::fs::read_to_string(out.join("results.csv"));
+    let reorder_rows = if reordered { read_rows_text(&std::fs::read_to_string(out.join("reorder.csv")).unwrap()) } else { Vec::new() };
     let reports: Vec<serde_json::Value> = std::fs::read_dir(&out)
         .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect::<Vec<_>>())
         .unwrap_or_default()
@@ -59,11 +76,9 @@ fn lab(tag: &str, chunk: &str, chunks: &str, specs: &[&str]) -> (Vec<Row>, Vec<s
         .collect();
     let _ = std::fs::remove_dir_all(&out);
     assert!(status.success(), "lab script failed");
-    let text = results.unwrap();
-    let mut reader = csv::Reader::from_reader(text.as_bytes());
-    let headers = reader.headers().unwrap().clone();
-    let rows = reader.records().map(|r| headers.iter().zip(r.unwrap().iter()).map(|(h, v)| (h.to_string(), v.to_string())).collect()).collect();
-    (rows, reports)
+    let rows = read_rows_text(&results.unwrap());
+    assert!(reordered, "scripts/lab-artefacts.py or detect on its output failed");
+    (rows, reports, reorder_rows)
 }
 
 #[test]
@@ -72,7 +87,8 @@ fn lab_policers_found_bottleneck_not_and_random_losses_annotated() {
     if let Some(why) = missing_prerequisite() {
         panic!("cannot run: {why}");
     }
-    let (rows, _) = lab("rate", "600000", "3", &["policer:3mbit:100kb", "bpf:3mbit:100kb", "droptail:3mbit:100kb"]);
+    let (rows, _, reordered) =
+        lab("rate", "600000", "3", &["policer:3mbit:100kb", "bpf:3mbit:100kb", "droptail:3mbit:100kb"]);
     let of = |file: &'static str| rows.iter().filter(move |r| r["file"].contains(file));
     for r in &rows {
         // The middlebox's delay line: 2 x 50 ms, plus at most the 100 kB queue at 3 Mbit/s.
@@ -117,13 +133,32 @@ fn lab_policers_found_bottleneck_not_and_random_losses_annotated() {
         }
     }
     assert!(of("droptail_").all(|r| r["policed"] == "false"), "htb+bfifo bottleneck judged policed: {rows:?}");
+    // A 5-packet (8 kB) bfifo adds at most 22 ms at 3 Mbit/s to a 100 ms RTT, too little for the RTT
+    // safeguard alone; its ACKs come back at the shaped rate. One long transfer, so that CUBIC
+    // loses the 15 packets a judgement needs.
+    let (small, _, _) = lab("shaper", "1000000", "1", &["droptail:0.5mbit:8kb"]);
+    let judged: Vec<_> = small.iter().filter(|r| r["losses"].parse::<u64>().unwrap() >= 15).collect();
+    println!("8 kB bfifo: {:?}", judged.iter().map(|r| (&r["losses"], &r["policed"], &r["reason"])).collect::<Vec<_>>());
+    assert!(!judged.is_empty(), "the 8 kB bfifo never lost 15 packets in a segment: {small:?}");
+    assert!(judged.iter().all(|r| r["policed"] == "false"), "8 kB bfifo judged policed: {small:?}");
+    // The same captures with ~3 % of records written 20-500 us late: the same verdicts.
+    let verdicts = |rows: &[Row]| {
+        let mut v: Vec<(String, String, String)> = rows
+            .iter()
+            .filter(|r| r["losses"].parse::<u64>().unwrap() >= 15)
+            .map(|r| (r["file"].rsplit('/').next().unwrap().to_string(), r["segment"].clone(), r["policed"].clone()))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(verdicts(&reordered), verdicts(&rows), "records out of time order changed a verdict");
 
     // Random loss in the middlebox: every drop it counts is a data packet the annotation must
     // find lost (the capture is upstream of the middlebox), within a couple of non-data packets
     // (SYN-ACK, FIN). Whether such segments are judged policed is the accuracy table's
     // business (docs/detector.md: short fast transfers with random loss are sometimes judged
     // policed), not asserted here.
-    let (rows, reports) = lab("loss", "2000000", "1", &["loss:2:1"]);
+    let (rows, reports, _) = lab("loss", "2000000", "1", &["loss:2:1"]);
     let annotated: i64 = rows.iter().map(|r| r["losses"].parse::<i64>().unwrap()).sum();
     let dropped = reports[0]["stats"]["random_losses"].as_i64().unwrap();
     println!("loss: the middlebox dropped {dropped} (min 15), the annotation found {annotated} (within 2)");

@@ -13,8 +13,11 @@
 //!   it (within one median RTT), skipping the packet sent immediately before: after a tail drop
 //!   that one waits for the receiver's delayed-ACK timer. Behind a queue, that sample carries the
 //!   queue the lost packet met, where the last ACK received before the loss describes it an RTT
-//!   earlier. A loss is inflated when its sample is ≥ the median, > 1.3 × the 10th percentile
-//!   and ≥ 20 ms; more than 20 % inflated losses rule policing out.
+//!   earlier. A loss is inflated when its sample is ≥ the median, > 1.3 × the 10th percentile,
+//!   more than two packet times (at the estimated rate) above it and ≥ 20 ms; more than 20 %
+//!   inflated losses rule policing out.
+//! - Beyond the paper: policed needs ACK trains faster than 1.5 × the estimated rate (a queue's
+//!   output never exceeds its rate; a policer passes its bucket at the sender's line rate).
 //! - Further safeguards: the losses must span at least two median RTTs (a single burst of losses
 //!   gives no rate, 002 §3.1 footnote 5), and at least 15 passed packets must lie between them.
 //! - The second pass drops the first and last two losses and re-estimates r (footnote 4); the
@@ -44,6 +47,8 @@ pub struct Params {
     pub min_loss_span_rtts: f64,
     pub inflation_factor: f64,
     pub inflation_min_rtt_ns: u64,
+    /// An inflated sample also exceeds the 10th percentile by this many packet times at the rate.
+    pub inflation_min_packets: f64,
     pub max_inflated_fraction: f64,
     /// A policer passes what its bucket holds at the sender's line rate, so some ACK trains come
     /// back faster than the policed rate; a queue's output never exceeds its rate. Policed needs
@@ -65,6 +70,7 @@ impl Default for Params {
             min_loss_span_rtts: 2.0,
             inflation_factor: 1.3,
             inflation_min_rtt_ns: 20_000_000,
+            inflation_min_packets: 2.0,
             max_inflated_fraction: 0.2,
             min_burst_over_rate: 1.5,
         }
@@ -295,7 +301,7 @@ impl Context<'_> {
             return result(Reason::PassesWithoutTokens);
         }
         // Line 15.
-        if self.inflated_fraction(lost) > self.params.max_inflated_fraction {
+        if self.inflated_fraction(lost, rate, mtu) > self.params.max_inflated_fraction {
             return result(Reason::RttInflation);
         }
         if self.burst_bytes_per_sec.is_some_and(|b| b < self.params.min_burst_over_rate * rate) {
@@ -304,9 +310,13 @@ impl Context<'_> {
         result(Reason::Policed)
     }
 
-    fn inflated_fraction(&self, lost: &[usize]) -> f64 {
+    /// `rate` in bytes/s, `mtu` the largest packet: a queue of a packet or two (the kernel's tbf
+    /// holds one) at a low rate is a large part of a short RTT, but no shaper's buffer.
+    fn inflated_fraction(&self, lost: &[usize], rate: f64, mtu: f64) -> f64 {
+        let one_packet_ns = mtu / rate * 1e9;
         let threshold = (self.rtt_med as f64)
             .max(self.params.inflation_factor * self.rtt_p10 as f64 + 1.0)
+            .max(self.rtt_p10 as f64 + self.params.inflation_min_packets * one_packet_ns)
             .max(self.params.inflation_min_rtt_ns as f64);
         let inflated = lost
             .iter()
