@@ -62,7 +62,7 @@ impl Default for Params {
             min_losses: 15,
             n_loss: 0.1,
             n_pass: 0.03,
-            loss_band_rtts: 2.0,
+            loss_band_rtts: 0.5,
             pass_floor_rtts: 0.75,
             tol_packets: 2.0,
             cutoff: 2,
