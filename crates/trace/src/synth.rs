@@ -8,6 +8,14 @@
 //! exponential backoff, SACK and D-SACK from the receiver (which ACKs every packet), cwnd reset
 //! to the initial window after an idle longer than the RTO. The server's capture sees each data
 //! packet when the NIC sends it and each ACK when it arrives.
+//!
+//! Why not the simulator's TCP (`ratekit-sim`): its packets are segment numbers with one SACK block
+//! per ACK (the minimum its scoreboard needs), not byte sequence numbers with the receiver's up to
+//! three blocks and D-SACK, and its hosts are components of its own event engine; a trace needs the
+//! wire's headers at one capture point, and the detector reads exactly those (unwrapped sequence
+//! numbers, SACK edges, D-SACK). Bridging would mean a header encoder inside the simulator for one
+//! test generator. The generator stays small and deterministic, and the detector's reference is the
+//! lab's real Linux TCP (docs/detector.md), which neither model replaces.
 
 use crate::decode::{TcpPacket, TCP_ACK, TCP_SYN};
 use ratekit_core::token_bucket::{TokenBucket, TokenBucketConfig};
