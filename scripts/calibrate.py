@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""The simulator against real Linux TCP, case by case (issue 14): every case of a grid runs in the
+testbed (`ratekit testbed run`, real TCP between namespaces through the kernel's tbf/htb or
+ratekit's tc-BPF / middlebox enforcers) and in the simulator (`ratekit sim` on the same scenario,
+converted by `ratekit testbed sim-scenario`), each several times with different seeds, and the
+differences are tabulated against the issue's targets.
+
+usage (as root): scripts/calibrate.py GRID.toml --out DIR [--runs N] [--only NAME[,NAME...]] [--quick]
+  --quick   only the cases marked `quick = true`
+Writes DIR/runs.csv (one row per case, system, run and flow), DIR/table.md and DIR/table.csv (per
+case: Linux's mean and run-to-run range beside the simulator's, and whether each target holds),
+DIR/shares.png (each CC's share, Linux against the simulator), and each run's own output under
+DIR/CASE/{testbed,sim}-SEED/. Progress on stderr. Environment: RATEKIT (a built binary; default
+target/release/ratekit).
+
+Targets (issue 14): each CC's share within 0.05 of Linux's; each flow's mean goodput within 20 %
+(0.3 Mbit/s for flows under 1.5 Mbit/s) of Linux's mean or inside Linux's own range; Jain's index
+within 0.05.
+"""
+import argparse
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import tomllib
+
+SHARE_TOL, JAIN_TOL, GOODPUT_REL, GOODPUT_ABS_BPS, SMALL_FLOW_BPS = 0.05, 0.05, 0.20, 0.3e6, 1.5e6
+
+
+def toml_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
+    raise ValueError(f"cannot write {v!r} as TOML")
+
+
+def scenario(case, defaults, seed):
+    """The testbed scenario of one case and seed, as TOML text."""
+    get = lambda k: case.get(k, defaults.get(k))
+    lines = [f'name = {toml_value(case["name"])}', f'duration = {toml_value(get("duration"))}', f"seed = {seed}",
+             "", "[measure]", f'window = {toml_value(get("window"))}', f'warmup = {toml_value(get("warmup"))}',
+             "", "[testbed]", f'enforcer_at = {toml_value(get("placement"))}', "", "[enforcer]"]
+    lines += [f"{k} = {toml_value(v)}" for k, v in case["enforcer"].items()]
+    lines += ["", "[[aggregates]]", f'rate = {toml_value(case["rate"])}']
+    for f in case["flows"]:
+        flow = {"rtt": get("rtt"), **f}
+        lines += ["", "[[aggregates.flows]]"] + [f"{k} = {toml_value(v)}" for k, v in flow.items()]
+    return "\n".join(lines) + "\n"
+
+
+def run(cmd, log):
+    with open(log, "w") as f:
+        r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT)
+    if r.returncode != 0:
+        with open(log) as f:
+            tail = f.read()[-2000:]
+        raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n{tail}")
+
+
+def metrics(summary_path):
+    """(per-flow mean goodput, per-CC share, Jain over flows' means, drop rate, retransmits, timeouts)."""
+    with open(summary_path) as f:
+        s = json.load(f)
+    flows = sorted(s["flows"], key=lambda f: f["id"])
+    good = [f["mean_goodput_bps"] for f in flows]
+    total = sum(good) or 1.0
+    shares = {}
+    for f, g in zip(flows, good):
+        shares[f["cc"]] = shares.get(f["cc"], 0.0) + g / total
+    jain = sum(good) ** 2 / (len(good) * sum(g * g for g in good)) if any(good) else 0.0
+    agg = s["aggregates"][0]
+    retx = [f.get("retransmits") for f in flows]
+    rtos = [f.get("timeouts") for f in flows]
+    return {"goodput": good, "cc": [f["cc"] for f in flows], "shares": shares, "jain": jain,
+            "drop_rate": agg.get("drop_rate"), "retransmits": retx, "timeouts": rtos}
+
+
+def judge(linux, sim):
+    """Targets for one case; `linux`, `sim`: lists of metrics dicts (one per run)."""
+    out = {}
+    ccs = sorted(linux[0]["shares"])
+    for cc in ccs:
+        lm = statistics.mean(r["shares"][cc] for r in linux)
+        sm = statistics.mean(r["shares"].get(cc, 0.0) for r in sim)
+        out[f"share_{cc}"] = (lm, sm, abs(sm - lm) <= SHARE_TOL)
+    lj, sj = statistics.mean(r["jain"] for r in linux), statistics.mean(r["jain"] for r in sim)
+    out["jain"] = (lj, sj, abs(sj - lj) <= JAIN_TOL)
+    ok_flows = 0
+    n = len(linux[0]["goodput"])
+    for i in range(n):
+        lg = [r["goodput"][i] for r in linux]
+        sg = statistics.mean(r["goodput"][i] for r in sim)
+        lmean = statistics.mean(lg)
+        tol = GOODPUT_ABS_BPS if lmean < SMALL_FLOW_BPS else GOODPUT_REL * lmean
+        if abs(sg - lmean) <= tol or min(lg) <= sg <= max(lg):
+            ok_flows += 1
+    out["flows_ok"] = (ok_flows, n, ok_flows == n)
+    out["drop_rate"] = (statistics.mean(r["drop_rate"] or 0 for r in linux), statistics.mean(r["drop_rate"] or 0 for r in sim), None)
+    return out
+
+
+def figure(rows, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("calibrate: no matplotlib, no figure", file=sys.stderr)
+        return
+    labels, linux, sim = [], [], []
+    for name, res in rows:
+        for key, (lm, sm, _) in res.items():
+            if key.startswith("share_"):
+                labels.append(f"{name}\n{key[6:]}")
+                linux.append(lm)
+                sim.append(sm)
+    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(labels)), 4))
+    x = range(len(labels))
+    ax.bar([i - 0.2 for i in x], linux, 0.4, label="Linux (testbed)")
+    ax.bar([i + 0.2 for i in x], sim, 0.4, label="simulator")
+    ax.set_xticks(list(x))
+    ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("share of the aggregate's goodput")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("grid")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--runs", type=int)
+    ap.add_argument("--only")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    with open(args.grid, "rb") as f:
+        grid = tomllib.load(f)
+    defaults = grid.get("defaults", {})
+    cases = grid.get("case", [])
+    if args.quick:
+        cases = [c for c in cases if c.get("quick")]
+    if args.only:
+        want = set(args.only.split(","))
+        cases = [c for c in cases if c["name"] in want]
+    if not cases:
+        sys.exit("calibrate: no case selected")
+    runs = args.runs or defaults.get("runs", 3)
+    ratekit = os.environ.get("RATEKIT", "target/release/ratekit")
+    os.makedirs(args.out, exist_ok=True)
+    results, raw = [], []
+    start = time.time()
+    for k, case in enumerate(cases):
+        d = os.path.join(args.out, case["name"])
+        os.makedirs(d, exist_ok=True)
+        per = {"testbed": [], "sim": []}
+        for seed in range(1, runs + 1):
+            tb = os.path.join(d, f"testbed-{seed}.toml")
+            with open(tb, "w") as f:
+                f.write(scenario(case, defaults, seed))
+            sim_toml = os.path.join(d, f"sim-{seed}.toml")
+            with open(sim_toml, "w") as f:
+                subprocess.run([ratekit, "testbed", "sim-scenario", tb], stdout=f, check=True)
+            for system, cmd in (("testbed", [ratekit, "testbed", "run", tb]), ("sim", [ratekit, "sim", sim_toml])):
+                out = os.path.join(d, f"{system}-{seed}")
+                run(cmd + ["--out", out], out + ".log")
+                m = metrics(os.path.join(out, "summary.json"))
+                per[system].append(m)
+                for i, g in enumerate(m["goodput"]):
+                    raw.append({"case": case["name"], "system": system, "seed": seed, "flow": i, "cc": m["cc"][i],
+                                "goodput_bps": f"{g:.0f}", "jain": f"{m['jain']:.4f}", "drop_rate": m["drop_rate"],
+                                "retransmits": m["retransmits"][i], "timeouts": m["timeouts"][i]})
+            print(f"calibrate: {case['name']} seed {seed} ({k + 1}/{len(cases)} cases, {time.time() - start:.0f} s)", file=sys.stderr)
+        results.append((case["name"], judge(per["testbed"], per["sim"])))
+    with open(os.path.join(args.out, "runs.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(raw[0]))
+        w.writeheader()
+        w.writerows(raw)
+    md = ["| case | CC shares, Linux → simulator | Jain, Linux → simulator | flows within target | drop rate, Linux → simulator | all targets |",
+          "|---|---|---|---|---|---|"]
+    with open(os.path.join(args.out, "table.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["case", "metric", "linux", "sim", "ok"])
+        for name, res in results:
+            for key, (a, b, ok) in res.items():
+                w.writerow([name, key, a, b, ok])
+            shares = "; ".join(f"{k[6:]} {a:.2f} → {b:.2f}{'' if ok else ' ✗'}" for k, (a, b, ok) in res.items() if k.startswith("share_"))
+            lj, sj, jok = res["jain"]
+            fo, fn, fok = res["flows_ok"]
+            ld, sd, _ = res["drop_rate"]
+            every = all(ok for k, (_, _, ok) in res.items() if ok is not None)
+            md.append(f"| {name} | {shares} | {lj:.3f} → {sj:.3f}{'' if jok else ' ✗'} | {fo}/{fn} | {100 * ld:.1f} % → {100 * sd:.1f} % | {'yes' if every else '**no**'} |")
+    held = sum(1 for _, res in results if all(ok for _, (_, _, ok) in res.items() if ok is not None))
+    md += ["", f"{held} of {len(results)} cases meet every target ({runs} runs each, {time.time() - start:.0f} s)."]
+    with open(os.path.join(args.out, "table.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    figure(results, os.path.join(args.out, "shares.png"))
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()
