@@ -5,8 +5,9 @@ ratekit's tc-BPF / middlebox enforcers) and in the simulator (`ratekit sim` on t
 converted by `ratekit testbed sim-scenario`), each several times with different seeds, and the
 differences are tabulated against the issue's targets.
 
-usage (as root): scripts/calibrate.py GRID.toml --out DIR [--runs N] [--only NAME[,NAME...]] [--quick]
+usage (as root): scripts/calibrate.py GRID.toml --out DIR [--runs N] [--only NAME[,NAME...]] [--quick] [--reuse]
   --quick   only the cases marked `quick = true`
+  --reuse   keep the runs whose summary.json is already in DIR (an interrupted grid goes on)
 Writes DIR/runs.csv (one row per case, system, run and flow), DIR/table.md and DIR/table.csv (per
 case: Linux's mean and run-to-run range beside the simulator's, and whether each target holds),
 DIR/shares.png (each CC's share, Linux against the simulator), and each run's own output under
@@ -85,16 +86,22 @@ def metrics(summary_path):
             "drop_rate": agg.get("drop_rate"), "retransmits": retx, "timeouts": rtos}
 
 
+def spread(values):
+    return f"{min(values):.2f}-{max(values):.2f}"
+
+
 def judge(linux, sim):
-    """Targets for one case; `linux`, `sim`: lists of metrics dicts (one per run)."""
+    """Targets for one case; `linux`, `sim`: lists of metrics dicts (one per run). Each entry is
+    (Linux's mean, the simulator's mean, target met, Linux's run-to-run range)."""
     out = {}
     ccs = sorted(linux[0]["shares"])
     for cc in ccs:
-        lm = statistics.mean(r["shares"][cc] for r in linux)
+        ls = [r["shares"][cc] for r in linux]
         sm = statistics.mean(r["shares"].get(cc, 0.0) for r in sim)
-        out[f"share_{cc}"] = (lm, sm, abs(sm - lm) <= SHARE_TOL)
-    lj, sj = statistics.mean(r["jain"] for r in linux), statistics.mean(r["jain"] for r in sim)
-    out["jain"] = (lj, sj, abs(sj - lj) <= JAIN_TOL)
+        out[f"share_{cc}"] = (statistics.mean(ls), sm, abs(sm - statistics.mean(ls)) <= SHARE_TOL, spread(ls))
+    lj = [r["jain"] for r in linux]
+    sj = statistics.mean(r["jain"] for r in sim)
+    out["jain"] = (statistics.mean(lj), sj, abs(sj - statistics.mean(lj)) <= JAIN_TOL, spread(lj))
     ok_flows = 0
     n = len(linux[0]["goodput"])
     for i in range(n):
@@ -104,8 +111,9 @@ def judge(linux, sim):
         tol = GOODPUT_ABS_BPS if lmean < SMALL_FLOW_BPS else GOODPUT_REL * lmean
         if abs(sg - lmean) <= tol or min(lg) <= sg <= max(lg):
             ok_flows += 1
-    out["flows_ok"] = (ok_flows, n, ok_flows == n)
-    out["drop_rate"] = (statistics.mean(r["drop_rate"] or 0 for r in linux), statistics.mean(r["drop_rate"] or 0 for r in sim), None)
+    out["flows_ok"] = (ok_flows, n, ok_flows == n, "")
+    ld = [r["drop_rate"] or 0 for r in linux]
+    out["drop_rate"] = (statistics.mean(ld), statistics.mean(r["drop_rate"] or 0 for r in sim), None, spread(ld))
     return out
 
 
@@ -119,7 +127,7 @@ def figure(rows, path):
         return
     labels, linux, sim = [], [], []
     for name, res in rows:
-        for key, (lm, sm, _) in res.items():
+        for key, (lm, sm, _, _) in res.items():
             if key.startswith("share_"):
                 labels.append(f"{name}\n{key[6:]}")
                 linux.append(lm)
@@ -143,6 +151,7 @@ def main():
     ap.add_argument("--runs", type=int)
     ap.add_argument("--only")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--reuse", action="store_true")
     args = ap.parse_args()
     with open(args.grid, "rb") as f:
         grid = tomllib.load(f)
@@ -173,7 +182,8 @@ def main():
                 subprocess.run([ratekit, "testbed", "sim-scenario", tb], stdout=f, check=True)
             for system, cmd in (("testbed", [ratekit, "testbed", "run", tb]), ("sim", [ratekit, "sim", sim_toml])):
                 out = os.path.join(d, f"{system}-{seed}")
-                run(cmd + ["--out", out], out + ".log")
+                if not (args.reuse and os.path.exists(os.path.join(out, "summary.json"))):
+                    run(cmd + ["--out", out], out + ".log")
                 m = metrics(os.path.join(out, "summary.json"))
                 per[system].append(m)
                 for i, g in enumerate(m["goodput"]):
@@ -186,21 +196,21 @@ def main():
         w = csv.DictWriter(f, fieldnames=list(raw[0]))
         w.writeheader()
         w.writerows(raw)
-    md = ["| case | CC shares, Linux → simulator | Jain, Linux → simulator | flows within target | drop rate, Linux → simulator | all targets |",
+    md = ["| case | CC shares, Linux [run range] → simulator | Jain, Linux [range] → simulator | flows within target | drop rate, Linux → simulator | all targets |",
           "|---|---|---|---|---|---|"]
     with open(os.path.join(args.out, "table.csv"), "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["case", "metric", "linux", "sim", "ok"])
+        w.writerow(["case", "metric", "linux", "sim", "ok", "linux_range"])
         for name, res in results:
-            for key, (a, b, ok) in res.items():
-                w.writerow([name, key, a, b, ok])
-            shares = "; ".join(f"{k[6:]} {a:.2f} → {b:.2f}{'' if ok else ' ✗'}" for k, (a, b, ok) in res.items() if k.startswith("share_"))
-            lj, sj, jok = res["jain"]
-            fo, fn, fok = res["flows_ok"]
-            ld, sd, _ = res["drop_rate"]
-            every = all(ok for k, (_, _, ok) in res.items() if ok is not None)
-            md.append(f"| {name} | {shares} | {lj:.3f} → {sj:.3f}{'' if jok else ' ✗'} | {fo}/{fn} | {100 * ld:.1f} % → {100 * sd:.1f} % | {'yes' if every else '**no**'} |")
-    held = sum(1 for _, res in results if all(ok for _, (_, _, ok) in res.items() if ok is not None))
+            for key, (a, b, ok, rng) in res.items():
+                w.writerow([name, key, a, b, ok, rng])
+            shares = "; ".join(f"{k[6:]} {a:.2f} [{rng}] → {b:.2f}{'' if ok else ' ✗'}" for k, (a, b, ok, rng) in res.items() if k.startswith("share_"))
+            lj, sj, jok, jr = res["jain"]
+            fo, fn, _, _ = res["flows_ok"]
+            ld, sd, _, _ = res["drop_rate"]
+            every = all(ok for _, (_, _, ok, _) in res.items() if ok is not None)
+            md.append(f"| {name} | {shares} | {lj:.3f} [{jr}] → {sj:.3f}{'' if jok else ' ✗'} | {fo}/{fn} | {100 * ld:.1f} % → {100 * sd:.1f} % | {'yes' if every else '**no**'} |")
+    held = sum(1 for _, res in results if all(ok for _, (_, _, ok, _) in res.items() if ok is not None))
     md += ["", f"{held} of {len(results)} cases meet every target ({runs} runs each, {time.time() - start:.0f} s)."]
     with open(os.path.join(args.out, "table.md"), "w") as f:
         f.write("\n".join(md) + "\n")
