@@ -82,8 +82,14 @@ def metrics(summary_path):
     agg = s["aggregates"][0]
     retx = [f.get("retransmits") for f in flows]
     rtos = [f.get("timeouts") for f in flows]
+    # Linux: the sender namespace's counters (summed over flows); the simulator: its per-flow counts.
+    tcp = s.get("testbed", {}).get("sender_tcp")
+    rto_total = tcp.get("TcpExt.TCPTimeouts", 0) if tcp else sum(r or 0 for r in rtos)
+    retx_total = tcp.get("Tcp.RetransSegs", 0) if tcp else sum(r or 0 for r in retx)
+    per_flow_s = len(flows) * s["duration_s"]
     return {"goodput": good, "cc": [f["cc"] for f in flows], "shares": shares, "jain": jain,
-            "drop_rate": agg.get("drop_rate"), "retransmits": retx, "timeouts": rtos}
+            "drop_rate": agg.get("drop_rate"), "retransmits": retx, "timeouts": rtos,
+            "rto_per_flow_s": rto_total / per_flow_s, "retx_per_flow_s": retx_total / per_flow_s}
 
 
 def spread(values):
@@ -114,6 +120,9 @@ def judge(linux, sim):
     out["flows_ok"] = (ok_flows, n, ok_flows == n, "")
     ld = [r["drop_rate"] or 0 for r in linux]
     out["drop_rate"] = (statistics.mean(ld), statistics.mean(r["drop_rate"] or 0 for r in sim), None, spread(ld))
+    for key in ("rto_per_flow_s", "retx_per_flow_s"):
+        lv = [r[key] for r in linux]
+        out[key] = (statistics.mean(lv), statistics.mean(r[key] for r in sim), None, spread(lv))
     return out
 
 
@@ -196,8 +205,8 @@ def main():
         w = csv.DictWriter(f, fieldnames=list(raw[0]))
         w.writeheader()
         w.writerows(raw)
-    md = ["| case | CC shares, Linux [run range] → simulator | Jain, Linux [range] → simulator | flows within target | drop rate, Linux → simulator | all targets |",
-          "|---|---|---|---|---|---|"]
+    md = ["| case | CC shares, Linux [run range] → simulator | Jain, Linux [range] → simulator | flows within target | drop rate, Linux → simulator | RTOs per flow per s, Linux → simulator | retransmitted segments per flow per s | all targets |",
+          "|---|---|---|---|---|---|---|---|"]
     with open(os.path.join(args.out, "table.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["case", "metric", "linux", "sim", "ok", "linux_range"])
@@ -208,8 +217,10 @@ def main():
             lj, sj, jok, jr = res["jain"]
             fo, fn, _, _ = res["flows_ok"]
             ld, sd, _, _ = res["drop_rate"]
+            lr, sr, _, _ = res["rto_per_flow_s"]
+            lx, sx, _, _ = res["retx_per_flow_s"]
             every = all(ok for _, (_, _, ok, _) in res.items() if ok is not None)
-            md.append(f"| {name} | {shares} | {lj:.3f} [{jr}] → {sj:.3f}{'' if jok else ' ✗'} | {fo}/{fn} | {100 * ld:.1f} % → {100 * sd:.1f} % | {'yes' if every else '**no**'} |")
+            md.append(f"| {name} | {shares} | {lj:.3f} [{jr}] → {sj:.3f}{'' if jok else ' ✗'} | {fo}/{fn} | {100 * ld:.1f} % → {100 * sd:.1f} % | {lr:.2f} → {sr:.2f} | {lx:.1f} → {sx:.1f} | {'yes' if every else '**no**'} |")
     held = sum(1 for _, res in results if all(ok for _, (_, _, ok, _) in res.items() if ok is not None))
     md += ["", f"{held} of {len(results)} cases meet every target ({runs} runs each, {time.time() - start:.0f} s)."]
     with open(os.path.join(args.out, "table.md"), "w") as f:

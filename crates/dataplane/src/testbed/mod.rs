@@ -16,6 +16,7 @@
 
 pub mod scenario;
 pub mod summary;
+pub mod tcp_counters;
 pub mod traffic;
 
 use crate::bpf::{BpfPolicer, LoadOptions};
@@ -168,6 +169,7 @@ pub fn run(sc: &Resolved, out: &Path, progress: impl Fn(&str)) -> Result<summary
         rx.recv().map_err(|_| io("receiver")(std::io::Error::other("receiver thread died")))?.map_err(io(format!("listening on {addr}")))?;
     }
 
+    let tcp_before = tcp_counters::read(&snd)?;
     progress(&format!("running {} flows for {:.1} s", sc.flows.len(), duration.as_secs_f64()));
     let end = t0 + duration;
     let senders: Vec<_> = sc
@@ -189,6 +191,7 @@ pub fn run(sc: &Resolved, out: &Path, progress: impl Fn(&str)) -> Result<summary
     }
     // In-flight data still drains for an RTT or so; the windows after `end` are not used.
     std::thread::sleep(Duration::from_millis(200) + Duration::from_nanos(sc.rtt.0 * 2));
+    let sender_tcp = tcp_counters::delta(&tcp_before, &tcp_counters::read(&snd)?);
     stop.store(true, Ordering::Relaxed);
     for r in receivers {
         let _ = r.join();
@@ -226,7 +229,7 @@ pub fn run(sc: &Resolved, out: &Path, progress: impl Fn(&str)) -> Result<summary
         }
         Placement::Tbf | Placement::Htb => vec![qdisc_counts(&mb, "mb-r")?],
     };
-    let summary = summary::build(sc, &rec, &counts, &mb_report);
+    let summary = summary::build(sc, &rec, &counts, &mb_report, sender_tcp);
     summary::write(&summary, &rec, sc, out).map_err(io(format!("writing results to {}", out.display())))?;
     drop(bpf);
     Ok(summary)

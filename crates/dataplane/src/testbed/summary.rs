@@ -30,6 +30,8 @@ pub struct TestbedInfo {
     pub middlebox_forwarded: [u64; 2],
     pub middlebox_random_losses: u64,
     pub middlebox_overflow_drops: u64,
+    /// The sender namespace's TCP counters over the run (`tcp_counters`), summed over its flows.
+    pub sender_tcp: super::tcp_counters::Counters,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -66,7 +68,7 @@ pub struct AggSummary {
     pub shares: Vec<f64>,
 }
 
-pub fn build(sc: &Resolved, rec: &Recorder, counts: &[EnforcerCounts], mb: &MiddleboxReport) -> Summary {
+pub fn build(sc: &Resolved, rec: &Recorder, counts: &[EnforcerCounts], mb: &MiddleboxReport, sender_tcp: super::tcp_counters::Counters) -> Summary {
     let s = &sc.scenario;
     let win_s = rec.window.as_secs_f64();
     let n_windows = (s.duration.0 / s.measure.window.0) as usize;
@@ -149,6 +151,7 @@ pub fn build(sc: &Resolved, rec: &Recorder, counts: &[EnforcerCounts], mb: &Midd
             middlebox_forwarded: mb.stats.sent,
             middlebox_random_losses: mb.stats.random_losses,
             middlebox_overflow_drops: mb.stats.overflow_drops,
+            sender_tcp,
         },
         flows,
         aggregates,
