@@ -1,15 +1,11 @@
-//! `ratekit detect`: find policers in packet traces (002 §2) and cluster their rates (§3.2).
-//!
-//! Files are read in parallel (one per core) and streamed, so memory stays bounded by the largest
-//! application segment. A file that cannot be read, or breaks part-way, gets an error row in the
-//! results (after whatever rows it did yield); the exit status is non-zero only if no file could
-//! be read at all.
+//! `ratekit detect`: arguments for ratekit_trace::batch (find policers in packet traces, 002 §2)
+//! and ratekit_trace::results_clusters (cluster their rates, §3.2). The exit status is non-zero
+//! only if no file could be read at all.
 
-use crate::detect_clusters;
-use anyhow::{bail, Context};
-use indicatif::{ProgressBar, ProgressStyle};
-use ratekit_trace::{analyze, FileReport, Options, Row};
-use rayon::prelude::*;
+use crate::progress_bar::Bar;
+use crate::dask;
+use anyhow::bail;
+use ratekit_trace::{batch, results_clusters, Options};
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
@@ -44,30 +40,10 @@ pub struct Args {
     pub dask: Option<String>,
 }
 
-pub const COLUMNS: [&str; 17] = [
-    "file",
-    "flow",
-    "segment",
-    "direction",
-    "client",
-    "data_packets",
-    "losses",
-    "loss_rate",
-    "policed",
-    "rate_bps",
-    "burst_bytes",
-    "burst_throughput_bps",
-    "median_rtt_ms",
-    "pattern",
-    "pass",
-    "reason",
-    "error",
-];
-
 pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(results) = &args.clusters {
         let out = args.out.clone().unwrap_or_else(|| sibling(results, "-clusters.csv"));
-        return detect_clusters::run(results, &args.group_by, args.coverage, &out);
+        return results_clusters::run(results, &args.group_by, args.coverage, &out);
     }
     let Some(out) = args.out.clone() else { bail!("--out RESULTS.csv is required") };
     if let Some(address) = &args.dask {
@@ -79,123 +55,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if args.no_aggregate {
             forwarded.push("--no-aggregate".into());
         }
-        return crate::dask::run("detect", forwarded, address);
-    }
-    let files = collect_inputs(&args.inputs)?;
-    if files.is_empty() {
-        bail!("no capture files found in the given inputs");
+        return dask::run("detect", forwarded, address);
     }
     let opts = Options { all_directions: args.all_directions, aggregate: !args.no_aggregate, ..Options::default() };
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(args.jobs.unwrap_or(0)).build()?;
-    let bar = ProgressBar::new(files.len() as u64);
-    bar.set_style(ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} files {msg}")?.progress_chars("=> "));
-    let reports: Vec<FileReport> = pool.install(|| {
-        files
-            .par_iter()
-            .map(|f| {
-                let report = match ratekit_trace::reader::open(f) {
-                    Ok(input) => analyze(input, &opts),
-                    Err(e) => FileReport { rows: Vec::new(), stats: Default::default(), error: Some(e) },
-                };
-                bar.inc(1);
-                report
-            })
-            .collect()
-    });
-    bar.finish_and_clear();
-    let mut w = csv::Writer::from_path(&out).with_context(|| format!("cannot write {}", out.display()))?;
-    w.write_record(COLUMNS)?;
-    let (mut readable, mut segments, mut policed, mut packets) = (0, 0, 0, 0u64);
-    for (file, report) in files.iter().zip(&reports) {
-        let name = file.display().to_string();
-        for row in &report.rows {
-            w.write_record(record(&name, row))?;
-            segments += 1;
-            policed += usize::from(row.judgement.policed);
-        }
-        packets += report.stats.frames;
-        if report.stats.frames > 0 || report.error.is_none() {
-            readable += 1;
-        }
-        if let Some(e) = &report.error {
-            eprintln!("{name}: {e}");
-            let mut rec = vec![String::new(); COLUMNS.len()];
-            rec[0] = name.clone();
-            rec[15] = "read_error".into();
-            rec[16] = e.to_string();
-            w.write_record(&rec)?;
-        }
-    }
-    w.flush()?;
+    let totals = batch::detect_files(&args.inputs, &out, &opts, args.jobs, &Bar::new("{elapsed_precise} [{bar:40}] {pos}/{len} {msg}"))?;
     eprintln!(
-        "{} files ({readable} readable), {packets} packets, {segments} segments, {policed} policed -> {}",
-        files.len(),
+        "{} files ({} readable), {} packets, {} segments, {} policed -> {}",
+        totals.files,
+        totals.readable,
+        totals.packets,
+        totals.segments,
+        totals.policed,
         out.display()
     );
-    if readable == 0 {
-        bail!("no input file could be read");
-    }
-    Ok(())
-}
-
-fn record(file: &str, row: &Row) -> Vec<String> {
-    let j = &row.judgement;
-    let opt = |v: Option<f64>| v.map(|x| format!("{x:.0}")).unwrap_or_default();
-    vec![
-        file.to_string(),
-        row.flow.clone(),
-        row.segment.clone(),
-        row.direction.to_string(),
-        row.client.clone(),
-        j.data_packets.to_string(),
-        j.losses.to_string(),
-        format!("{:.4}", j.loss_rate()),
-        j.policed.to_string(),
-        opt(j.rate_bps),
-        j.burst_bytes.to_string(),
-        opt(j.burst_throughput_bps),
-        j.median_rtt_ns.map(|r| format!("{:.3}", r as f64 / 1e6)).unwrap_or_default(),
-        j.pattern.map(|p| p.as_str()).unwrap_or("").to_string(),
-        j.pass.to_string(),
-        j.reason.as_str().to_string(),
-        String::new(),
-    ]
-}
-
-/// Files as given, and directories walked recursively for capture-looking names, sorted.
-fn collect_inputs(inputs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    for input in inputs {
-        let meta = std::fs::metadata(input).with_context(|| format!("cannot read {}", input.display()))?;
-        if meta.is_dir() {
-            walk(input, &mut files)?;
-        } else {
-            files.push(input.clone());
-        }
-    }
-    Ok(files)
-}
-
-fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> anyhow::Result<()> {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("cannot list {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            walk(&path, files)?;
-        } else if looks_like_capture(&path) {
-            files.push(path);
-        }
-    }
-    Ok(())
-}
-
-fn looks_like_capture(path: &Path) -> bool {
-    let name = path.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
-    let name = name.strip_suffix(".gz").unwrap_or(&name);
-    [".pcap", ".pcapng", ".cap"].iter().any(|ext| name.ends_with(ext))
+    totals.ensure_readable()
 }
 
 fn sibling(path: &Path, suffix: &str) -> PathBuf {

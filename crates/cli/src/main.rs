@@ -1,12 +1,14 @@
 //! The `ratekit` command: thin drivers around ratekit-core's enforcers.
 
 use clap::{Parser, Subcommand};
-use ratekit_cli::{csv_io, dask, detect, replay, sim_sweep, summary};
 
 mod bench;
-mod bench_floor;
+mod dask;
 mod demo;
+mod detect;
 mod middlebox;
+mod progress_bar;
+mod replay;
 mod reproduce;
 mod reproduce_metrics;
 mod reproduce_report;
@@ -44,6 +46,10 @@ enum Command {
     /// Re-run the papers' evaluations and write a report comparing every claim.
     Reproduce(reproduce::Args),
 }
+
+// The bench reports each enforcer's heap bytes per aggregate by counting allocations.
+#[global_allocator]
+static ALLOCATOR: ratekit_lab::bench::CountingAlloc = ratekit_lab::bench::CountingAlloc;
 
 fn main() {
     let cli = Cli::parse();

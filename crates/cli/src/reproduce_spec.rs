@@ -4,7 +4,7 @@
 //! `[[claims]]` with the paper's number and a tolerance fixed before any run, and `[[figures]]`.
 
 use crate::reproduce_sketch::SketchRun;
-use crate::sim_sweep;
+use ratekit_lab::sweep as sim_sweep;
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use std::path::Path;

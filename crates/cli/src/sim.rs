@@ -1,7 +1,7 @@
 //! `ratekit sim SCENARIO.toml --out DIR [--seed N]`: runs a simulation scenario (one run, or
 //! every point of its `[sweep]` in parallel) and writes the time series and summary.json.
 
-use crate::sim_sweep;
+use ratekit_lab::sweep as sim_sweep;
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 use ratekit_sim::RunOptions;

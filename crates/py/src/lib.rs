@@ -2,15 +2,18 @@
 //! docstrings). Every entry point works on whole arrays or files and releases the GIL while it
 //! runs, so Dask threads and workers run in parallel and no Python code runs per packet.
 //!
-//! Replay's engine, its CSV reader and the detect and sweep drivers come from the `ratekit`
-//! command's library (crates/cli/src/lib.rs), so Python and the CLI give identical results.
+//! Replay's engine, its CSV reader and the sweep expander come from ratekit-lab, the detect
+//! batch from ratekit-trace: the same code the `ratekit` command calls, so Python and the CLI
+//! give identical results.
 
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use std::path::PathBuf;
 
-use ratekit_cli::{csv_io, detect, detect_clusters, replay, sim_sweep};
+use ratekit_lab::progress::Silent;
+use ratekit_lab::{csv_io, replay, sweep as sim_sweep};
+use ratekit_trace::{batch as detect, results_clusters as detect_clusters};
 
 mod batch;
 
@@ -105,18 +108,9 @@ fn detect_files(
     aggregate: bool,
     jobs: Option<usize>,
 ) -> PyResult<()> {
-    let args = detect::Args {
-        inputs,
-        out: Some(out),
-        clusters: None,
-        group_by: "file".into(),
-        coverage: ratekit_trace::cluster::DEFAULT_COVERAGE,
-        all_directions,
-        no_aggregate: !aggregate,
-        jobs,
-        dask: None,
-    };
-    py.allow_threads(|| detect::run(args)).map_err(|e| value_error(format!("{e:#}")))
+    let opts = ratekit_trace::Options { all_directions, aggregate, ..ratekit_trace::Options::default() };
+    py.allow_threads(|| detect::detect_files(&inputs, &out, &opts, jobs, &Silent)?.ensure_readable())
+        .map_err(|e| value_error(format!("{e:#}")))
 }
 
 /// `ratekit detect --clusters`: the rate clusters of a results CSV, written to `out`.

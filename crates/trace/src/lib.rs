@@ -6,14 +6,17 @@
 //! - [`detector`]: the policing detector of 002 §2.1 with its safeguards and §4.4 patterns.
 //! - [`cluster`]: rate clusters of 002 §3.2.
 //! - [`analyze`]: a whole file to result rows, with the per-client aggregate judgement.
+//! - [`batch`]: many capture files into one results CSV; [`results_clusters`]: rate clusters of a results CSV.
 //! - [`writer`], [`synth`]: writing pcaps, and generating traces whose verdict is known.
 
 pub mod analyze;
+pub mod batch;
 pub mod cluster;
 pub mod decode;
 pub mod detector;
 pub mod flow;
 pub mod reader;
+pub mod results_clusters;
 pub mod synth;
 pub mod writer;
 

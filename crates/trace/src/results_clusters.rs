@@ -6,10 +6,11 @@
 //! the requested fraction, and each cluster's centre and count, in the greedy order.
 
 use anyhow::{bail, Context};
-use ratekit_trace::cluster::{rate_clusters, DEFAULT_WIDTH};
+use crate::cluster::{rate_clusters, DEFAULT_WIDTH};
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// Writes the rate clusters of the policed rows of `results`, grouped by column `group_by`, to `out`.
 pub fn run(results: &Path, group_by: &str, coverage: f64, out: &Path) -> anyhow::Result<()> {
     if !(0.0..=1.0).contains(&coverage) {
         bail!("--coverage must lie in [0, 1]");
