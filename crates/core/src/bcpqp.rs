@@ -29,7 +29,7 @@
 //!
 //! Integer data path: θ± are applied as ⌊θ·2¹⁶⌉/2¹⁶ and compared in 128-bit products.
 
-use crate::config::ConfigError;
+use crate::validate::ConfigError;
 use crate::pqp::{Pqp, PqpConfig, PqpParams, PqpStats, MAX_QUEUES};
 use crate::units::NANOS_PER_SEC;
 use crate::{Bytes, Classify, DropReason, Duration, Instant, Packet, Policer, Rate, Verdict};

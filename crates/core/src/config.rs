@@ -17,23 +17,11 @@ use crate::time::Instant;
 use crate::token_bucket::{TokenBucket, TokenBucketConfig};
 use crate::trtcm::{TrTcm, TrTcmConfig};
 use crate::units::Rate;
+// Defined beside the checks it reports since issue 13; the old path stays valid.
+pub use crate::validate::ConfigError;
 use crate::{Dropped, Verdict};
 use serde::de::{DeserializeOwned, Deserializer, Error as _};
 use serde::Deserialize;
-
-/// A configuration error that names the offending field.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {message}")]
-pub struct ConfigError {
-    pub field: String,
-    pub message: String,
-}
-
-impl ConfigError {
-    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        ConfigError { field: field.into(), message: message.into() }
-    }
-}
 
 /// Deserialises from a table with a `kind` key (see `from_table`), so that every error, wherever the
 /// config is embedded (replay, simulator scenarios, testbed), names the field.

@@ -18,8 +18,8 @@
 //!
 //! CPQ is link-driven: `next_wakeup` is `None`; the driver dequeues whenever the link is free.
 
-use crate::config::ConfigError;
-use crate::red::{require_link, ByteFifo, RedAqm, RedConfig};
+use crate::validate::{require_link, ConfigError};
+use crate::red::{ByteFifo, RedAqm, RedConfig};
 use crate::{Bytes, DropReason, Dropped, Instant, Packet, QueueDiscipline, Rate};
 use serde::Deserialize;
 use std::collections::{HashMap, VecDeque};

@@ -15,9 +15,8 @@
 //! - Erratum: drop the expired ABE head while Q[ABE].len > T_q (len counts the head itself).
 //! - DSCD is link-driven: `next_wakeup` is `None`; the driver dequeues whenever the link is free.
 
-use crate::config::ConfigError;
+use crate::validate::{require_link, ConfigError};
 use crate::exp_decay::ExpMode;
-use crate::red::require_link;
 use crate::utema::BandwidthEstimator;
 use crate::{Bytes, DropReason, Dropped, Duration, Instant, Packet, QueueDiscipline, Rate};
 use serde::Deserialize;

@@ -33,10 +33,10 @@
 //! Integer-only data path: credit in nano-bytes from `Rate::credit`, u32 sketch counters in
 //! bytes (B ≤ 4 GiB − 1), saturating arithmetic; the eBPF mirror repeats it bit for bit.
 
-use crate::config::ConfigError;
+use crate::validate::{check_rate, check_size, ConfigError};
 use crate::count_min::{CountMin, MAX_DEPTH, MAX_WIDTH};
 use crate::fast_hash::FastSet;
-use crate::token_bucket::{advance, check_rate, check_size, PolicerStats};
+use crate::token_bucket::{advance, PolicerStats};
 use crate::units::{Bytes, Rate, NANOS_PER_SEC};
 use crate::{DropReason, Instant, Packet, Policer, Verdict};
 use serde::{Deserialize, Serialize};

@@ -4,7 +4,7 @@
 //! `rate`. The head leaves as soon as the bucket holds its length; `next_wakeup` says when that
 //! will be. Tokens are kept in nano-bytes (bytes × 10⁹) so `rate · Δt` is exact.
 
-use crate::config::ConfigError;
+use crate::validate::ConfigError;
 use crate::units::NANOS_PER_SEC;
 use crate::{Bytes, DropReason, Dropped, Instant, Packet, QueueDiscipline, Rate};
 use serde::Deserialize;

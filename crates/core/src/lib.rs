@@ -12,6 +12,7 @@ pub mod policy;
 pub mod sizing;
 pub mod time;
 pub mod units;
+pub mod validate;
 
 // Policers and their parts.
 pub mod aggregates;
@@ -38,9 +39,10 @@ pub mod shaper;
 pub mod shaper_set;
 pub mod utema;
 
-pub use config::{AnyPolicer, AnyQueue, ConfigError, Enforcer, EnforcerConfig};
+pub use config::{AnyPolicer, AnyQueue, Enforcer, EnforcerConfig};
 pub use enforcer::{DropReason, Dropped, Policer, QueueDiscipline, Verdict};
 pub use packet::{Classify, Packet};
 pub use policy::PolicyNode;
 pub use time::{Duration, Instant};
 pub use units::{Bytes, Rate};
+pub use validate::ConfigError;

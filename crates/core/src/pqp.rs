@@ -9,7 +9,7 @@
 //! the shaper's (Property 1): a batch that straddles an arrival would start the new bytes'
 //! service too early.
 
-use crate::config::ConfigError;
+use crate::validate::{check_rate, ConfigError};
 use crate::phantom::{PhantomPolicy, PhantomQueues};
 use crate::packet::mix64;
 use crate::policy::PolicyNode;
@@ -57,7 +57,7 @@ impl PqpConfig {
 
     /// Validates and compiles the policy; every error names its field.
     pub(crate) fn resolve(&self) -> Result<PhantomPolicy, ConfigError> {
-        crate::token_bucket::check_rate("rate", self.rate)?;
+        check_rate("rate", self.rate)?;
         if !(1..=MAX_QUEUES).contains(&self.queues) {
             return Err(ConfigError::new("queues", format!("must be in 1..={MAX_QUEUES}, got {}", self.queues)));
         }

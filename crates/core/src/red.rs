@@ -11,7 +11,7 @@
 //! RED is link-driven: its head is always eligible, so `next_wakeup` is `None`; the driver
 //! dequeues whenever the link is free.
 
-use crate::config::ConfigError;
+use crate::validate::{require_link, ConfigError};
 use crate::{Bytes, DropReason, Dropped, Instant, Packet, QueueDiscipline, Rate};
 use serde::Deserialize;
 use std::collections::VecDeque;
@@ -197,13 +197,6 @@ impl ByteFifo {
         let pkt = self.queue.pop_front()?;
         self.bytes -= pkt.len as u64;
         Some(pkt)
-    }
-}
-
-pub(crate) fn require_link(link_rate: Option<Rate>, why: &str) -> Result<Rate, ConfigError> {
-    match link_rate {
-        Some(r) if r.0 > 0 => Ok(r),
-        _ => Err(ConfigError::new("link_rate", format!("is required ({why})"))),
     }
 }
 

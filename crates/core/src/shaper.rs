@@ -11,7 +11,7 @@
 //! the schedule so that the exact shaper's idle time is kept: the departure times do not depend
 //! on how late the driver calls, as long as it calls after them.
 
-use crate::config::ConfigError;
+use crate::validate::ConfigError;
 use crate::drr::TreeScheduler;
 use crate::policy::PolicyNode;
 use crate::units::{MAX_SIZE_BYTES, NANOS_PER_SEC};

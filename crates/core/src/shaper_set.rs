@@ -13,7 +13,7 @@
 //! Steady state does not allocate: slot vectors, the ready list and each aggregate's queues keep
 //! their capacity; only a never-seen aggregate allocates its shaper.
 
-use crate::config::ConfigError;
+use crate::validate::ConfigError;
 use crate::shaper::{Shaper, ShaperConfig};
 use crate::{Dropped, Instant, Packet, QueueDiscipline};
 use crate::fast_hash::FastMap;

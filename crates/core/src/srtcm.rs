@@ -11,8 +11,8 @@
 //! and yellow passed unless `drop_yellow`; `meter()` only marks.
 
 use crate::colour::{Colour, ColourPolicy, ColourStats};
-use crate::config::ConfigError;
-use crate::token_bucket::{advance, check_rate, check_size, Bucket};
+use crate::validate::{check_rate, check_size, ConfigError};
+use crate::token_bucket::{advance, Bucket};
 use crate::units::{Bytes, Rate};
 use crate::{Instant, Packet, Policer, Verdict};
 use serde::{Deserialize, Serialize};

@@ -10,7 +10,7 @@
 //! saturates. The eBPF mirror does the same operations in the same order, so both give
 //! bit-identical verdicts on the same arrivals.
 
-use crate::config::ConfigError;
+use crate::validate::{check_rate, check_size, ConfigError};
 use crate::units::{Bytes, Rate, NANOS_PER_SEC};
 use crate::{DropReason, Instant, Packet, Policer, Verdict};
 use serde::{Deserialize, Serialize};
@@ -47,28 +47,6 @@ impl TokenBucketConfig {
         }
         Ok(())
     }
-}
-
-/// Rejects a zero or absurd rate with the field's name.
-pub(crate) fn check_rate(field: &str, rate: Rate) -> Result<(), ConfigError> {
-    if rate.0 == 0 {
-        return Err(ConfigError::new(field, "must be greater than zero"));
-    }
-    if rate.0 > crate::units::MAX_RATE_BYTES_PER_SEC {
-        return Err(ConfigError::new(field, "exceeds the maximum of 1tbit"));
-    }
-    Ok(())
-}
-
-/// Rejects a zero or absurd size with the field's name.
-pub(crate) fn check_size(field: &str, bytes: u64) -> Result<(), ConfigError> {
-    if bytes == 0 {
-        return Err(ConfigError::new(field, "must be greater than zero"));
-    }
-    if bytes > crate::units::MAX_SIZE_BYTES {
-        return Err(ConfigError::new(field, "exceeds the maximum of 16gb"));
-    }
-    Ok(())
 }
 
 /// One bucket of tokens counted in nano-bytes. Shared by the token bucket and the RFC 2697 /
