@@ -6,7 +6,7 @@
 
 use crate::engine::{ComponentId, Wakeup};
 use crate::packet::{Kind, Pkt, MSS, NO_SACK};
-use crate::world::Ctx;
+use crate::ctx::Ctx;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use ratekit_core::{Bytes, Duration, Rate};

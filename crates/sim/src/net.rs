@@ -3,7 +3,7 @@
 //! policer per aggregate. Each keeps at most one pending event.
 
 use crate::engine::{ComponentId, Wakeup};
-use crate::world::Ctx;
+use crate::ctx::Ctx;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use ratekit_core::{AnyPolicer, AnyQueue, Dropped, Instant, Packet, Policer, QueueDiscipline, Rate, Verdict};
