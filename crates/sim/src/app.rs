@@ -4,9 +4,9 @@
 //! the previous one is fully acknowledged and the gap has passed; messages are whole segments).
 //! UDP (no congestion control): constant bit rate, and LogNormal inter-arrival times (004 §V-A3).
 
+use crate::ctx::Ctx;
 use crate::engine::{ComponentId, Wakeup};
 use crate::packet::{Kind, Pkt, MSS, NO_SACK};
-use crate::world::Ctx;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use ratekit_core::{Bytes, Duration, Rate};

@@ -3,17 +3,20 @@
 
 pub mod app;
 pub mod cc;
+pub mod ctx;
 pub mod engine;
 pub mod net;
 pub mod packet;
 pub mod scenario;
+pub mod stats;
 pub mod summary;
 pub mod tcp;
 pub mod world;
 
 pub use scenario::{load, parse, Resolved, ScenarioError};
 pub use summary::Summary;
-pub use world::{RunOptions, Series, World};
+pub use world::run::{RunOptions, Series};
+pub use world::World;
 
 /// Builds and runs a resolved scenario with `seed` (the scenario's own unless overridden).
 pub fn run(r: &Resolved, seed: Option<u64>, opts: RunOptions) -> std::io::Result<(Summary, Series)> {

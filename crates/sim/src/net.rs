@@ -2,8 +2,8 @@
 //! discipline as the queue), constant-delay pipes, and the enforcement point that runs a core
 //! policer per aggregate. Each keeps at most one pending event.
 
+use crate::ctx::Ctx;
 use crate::engine::{ComponentId, Wakeup};
-use crate::world::Ctx;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use ratekit_core::{AnyPolicer, AnyQueue, Dropped, Instant, Packet, Policer, QueueDiscipline, Rate, Verdict};

@@ -6,7 +6,7 @@
 //! and delivery rates within 1/8 (or 4 kbit/s) set bw = their mean, pacing gain 1, for 48 rounds.
 //! Not modelled: ACK-aggregation cwnd (`extra_acked`), which needs aggregated ACKs to matter.
 
-use super::{CaState, Conn, RateSample};
+use crate::cc::conn::{CaState, Conn, RateSample};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 

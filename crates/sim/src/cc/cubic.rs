@@ -4,7 +4,7 @@
 //! The window curve is RFC 9438 Eq. 1: W(t) = C·(t − K)³ + W_max, K = ∛(W_max·(1 − β)/C).
 //! Linux evaluates it in fixed point; this model uses f64 (differences are below one segment).
 
-use super::{cong_avoid_ai, slow_start, CaState, Conn};
+use crate::cc::conn::{cong_avoid_ai, slow_start, CaState, Conn};
 
 const BETA: f64 = 717.0 / 1024.0;
 /// RFC 9438's C in segments/s³ as Linux scales it.

@@ -2,7 +2,7 @@
 //! Linux counts acked segments, not ACKs (appropriate byte counting), so delayed ACKs do not
 //! slow the additive increase.
 
-use super::{cong_avoid_ai, slow_start, Conn};
+use crate::cc::conn::{cong_avoid_ai, slow_start, Conn};
 
 pub struct Reno;
 

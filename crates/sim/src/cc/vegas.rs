@@ -2,7 +2,8 @@
 //! through diff = cwnd·(rtt − baseRTT)/baseRTT segments queued; α = 2, β = 4, γ = 1; Reno while
 //! fewer than three RTT samples were taken in the round or outside the Open state.
 
-use super::{reno, slow_start, CaState, Conn};
+use crate::cc::conn::{slow_start, CaState, Conn};
+use crate::cc::reno;
 
 const ALPHA: u64 = 2;
 const BETA: u64 = 4;

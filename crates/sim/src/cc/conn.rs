@@ -1,0 +1,72 @@
+//! What the sender and every model share: the connection state a model reads and changes, the
+//! rate sample, and Linux's growth helpers the models build on. Apart from the dispatch in
+//! mod.rs so that the models depend on it without depending back on the dispatch over them.
+
+/// Linux's `icsk_ca_state`, reduced to the states the models distinguish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CaState {
+    Open,
+    Recovery,
+    Loss,
+}
+
+/// What the sender exposes to its congestion control (a slice of Linux's `tcp_sock`).
+#[derive(Debug, Clone, Copy)]
+pub struct Conn {
+    pub now_ns: u64,
+    pub cwnd: u32,
+    /// Segments acked towards the next additive increase (Linux's `snd_cwnd_cnt`).
+    pub cwnd_cnt: u32,
+    pub ssthresh: u32,
+    pub snd_nxt: u32,
+    pub snd_una: u32,
+    pub in_flight: u32,
+    pub cwnd_limited: bool,
+    pub min_rtt_ns: u64,
+    pub srtt_ns: u64,
+    pub delivered: u64,
+    pub lost: u64,
+    pub ca_state: CaState,
+    pub mss: u32,
+    /// Earliest departure time of the next paced segment (Linux's `tcp_wstamp_ns`).
+    pub edt_ns: u64,
+    /// The sender paces under fq (Linux's `sk_pacing_status != SK_PACING_NONE`).
+    pub fq_paced: bool,
+}
+
+/// A delivery-rate sample (net/ipv4/tcp_rate.c), taken on every ACK.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RateSample {
+    /// Segments delivered over `interval_ns`; negative when the sample is invalid.
+    pub delivered: i64,
+    pub interval_ns: i64,
+    pub prior_delivered: u64,
+    pub prior_in_flight: u32,
+    pub acked_sacked: u32,
+    pub losses: u32,
+    pub is_app_limited: bool,
+    pub rtt_ns: Option<u64>,
+}
+
+/// `tcp_slow_start`: grow by the segments acked, up to ssthresh; returns the leftover.
+pub fn slow_start(c: &mut Conn, acked: u32) -> u32 {
+    let cwnd = c.cwnd.saturating_add(acked).min(c.ssthresh);
+    let used = cwnd - c.cwnd;
+    c.cwnd = cwnd;
+    acked - used
+}
+
+/// `tcp_cong_avoid_ai`: one segment per `w` segments acked.
+pub fn cong_avoid_ai(c: &mut Conn, w: u32, acked: u32) {
+    let w = w.max(1);
+    if c.cwnd_cnt >= w {
+        c.cwnd_cnt = 0;
+        c.cwnd += 1;
+    }
+    c.cwnd_cnt += acked;
+    if c.cwnd_cnt >= w {
+        let delta = c.cwnd_cnt / w;
+        c.cwnd_cnt -= delta * w;
+        c.cwnd += delta;
+    }
+}

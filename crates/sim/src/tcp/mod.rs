@@ -1,0 +1,6 @@
+//! TCP at segment granularity, as Linux runs it: the sender (loss recovery, pacing, the
+//! congestion-control hooks) and the receiver (in-order delivery, delayed and SACK-like ACKs),
+//! which meet only through packets.
+
+pub mod receiver;
+pub mod sender;

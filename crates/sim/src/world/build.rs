@@ -1,0 +1,164 @@
+//! Constructing the world from a resolved scenario: components, routes, per-flow seeds and keys.
+
+use super::{Comp, FlowMeta, World};
+use crate::app::{App, UdpSource};
+use crate::cc::Cc;
+use crate::ctx::Ctx;
+use crate::engine::{ComponentId, EventList};
+use crate::net::{EnforcementPoint, Link, LinkQueue, Pipe};
+use crate::packet::Pool;
+use crate::scenario::Resolved;
+use crate::stats::{AggCounters, EnfStats, FlowEnf};
+use crate::tcp::receiver::TcpReceiver;
+use crate::tcp::sender::TcpSender;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use ratekit_core::Enforcer;
+
+/// A flow's routes before the `via` hops are known: its data route, where the `via` hops go in
+/// it, the `via` aggregate ids, and its ACK route.
+type RoutePlan<'a> = (Vec<ComponentId>, usize, &'a [u32], [ComponentId; 2]);
+
+fn mix(seed: u64, salt: u64) -> u64 {
+    // splitmix64: independent per-component streams from one scenario seed.
+    let mut z = seed ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl World {
+    pub fn build(r: &Resolved, seed: u64) -> Result<World, String> {
+        let mut comps: Vec<Comp> = Vec::new();
+        let mut flows = Vec::new();
+        let mut ctx = Ctx {
+            ev: EventList::default(),
+            pool: Pool::default(),
+            out: Vec::new(),
+            aggs: vec![AggCounters::default(); r.aggregates.len()],
+            flow_keys: Vec::new(),
+            enf: EnfStats {
+                from_ns: r.scenario.measure.warmup.0,
+                classes: vec![Vec::new(); r.aggregates.len()],
+                ..EnfStats::default()
+            },
+        };
+        let mut agg_rates_bps = Vec::new();
+        let mut agg_kinds = Vec::new();
+        let mut starts = Vec::new();
+        // Per aggregate: its enforcement point and link, the hops a `via` flow crosses.
+        let mut agg_hops = Vec::new();
+        // Per flow: (data route without the `via` hops, where they go, `via`), ACK route.
+        let mut plans: Vec<RoutePlan> = Vec::new();
+        // Datagrams of a UDP source's other class travel under an extra flow id after the
+        // scenario's flows, with that class and the source's key, customer and route: the
+        // enforcers look the class up by flow id. Per flow: the extra id's plan and keys.
+        let nflows_total: usize = r.aggregates.iter().map(|a| a.flows.len()).sum();
+        let mut relabels: Vec<(RoutePlan, (u64, u16, u64), u32)> = Vec::new();
+        for a in &r.aggregates {
+            agg_rates_bps.push(a.rate.bits_per_sec() as f64);
+            agg_kinds.push(a.enforcer.kind());
+            let built = a.enforcer.build(Some(a.cfg.link_rate)).map_err(|e| format!("aggregates[{}].enforcer.{}", a.id, e))?;
+            let (policer, queue) = match built {
+                Enforcer::Policer(p) => (Some(p), Link::drop_tail(a.cfg.buffer.0)),
+                Enforcer::Queue(q) => (None, LinkQueue::Enforcer(Box::new(q))),
+            };
+            let enf_id = comps.len() as ComponentId;
+            let rng = ChaCha8Rng::seed_from_u64(mix(seed, 0xE0F0_0000 + a.id as u64));
+            comps.push(Comp::Enf(Box::new(EnforcementPoint::new(a.id, a.cfg.loss, rng, policer))));
+            let link_id = comps.len() as ComponentId;
+            comps.push(Comp::Link(Box::new(Link::new(link_id, a.id, a.cfg.link_rate, queue).measured())));
+            agg_hops.push([enf_id, link_id]);
+            let secondary = a.cfg.secondary.as_ref().map(|s| {
+                let id = comps.len() as ComponentId;
+                comps.push(Comp::Link(Box::new(Link::new(id, a.id, s.rate, Link::drop_tail(s.buffer.0)))));
+                id
+            });
+            for f in &a.flows {
+                let fid = flows.len() as u32;
+                let mut rng = ChaCha8Rng::seed_from_u64(mix(seed, fid as u64));
+                let jitter = if f.start_jitter.0 > 0 { rng.gen_range(0..f.start_jitter.0) } else { 0 };
+                let start_ns = f.start.0 + jitter;
+                let stop_ns = f.stop.map(|d| d.0);
+                let nic = comps.len() as ComponentId;
+                comps.push(Comp::Link(Box::new(Link::new(nic, a.id, a.cfg.host_rate, Link::drop_tail(u64::MAX)))));
+                let half = f.rtt.0 / 2;
+                let fwd = comps.len() as ComponentId;
+                comps.push(Comp::Pipe(Pipe::new(fwd, half)));
+                let rev = comps.len() as ComponentId;
+                comps.push(Comp::Pipe(Pipe::new(rev, f.rtt.0 - half)));
+                let sender = comps.len() as ComponentId;
+                let receiver = sender + 1;
+                let udp = f.app.is_udp();
+                if udp {
+                    let relabel_flow = f.app.class_fraction().map(|_| (nflows_total + relabels.len()) as u32);
+                    comps.push(Comp::Udp(Box::new(UdpSource::new(sender, fid, &f.app, rng, stop_ns, relabel_flow))));
+                    comps.push(Comp::Sink { bytes: 0, window_bytes: 0 });
+                } else {
+                    let app = App::new(&f.app, rng, stop_ns);
+                    let finite = app.finite_shape();
+                    let cc = Cc::new(f.cc, mix(seed, 0xCC00_0000 + fid as u64));
+                    let mut tx = TcpSender::new(sender, fid, cc, app);
+                    tx.set_pacing(f.pacing);
+                    comps.push(Comp::Sender(Box::new(tx)));
+                    comps.push(Comp::Receiver(Box::new(TcpReceiver::new(receiver, fid, finite))));
+                }
+                let mut data_route = vec![nic, enf_id, link_id];
+                data_route.extend(secondary);
+                data_route.extend([fwd, receiver]);
+                // The flow key stands for the 5-tuple, whose ephemeral port differs from run to
+                // run: drawn from the seed, so hashed queues and sketch cells collide per seed with
+                // the real probability (a key fixed per flow id never made 4 flows share one of
+                // 16 queues, where Linux runs do about one time in three).
+                let keys = (mix(seed ^ 0xF10F, fid as u64), f.class, f.customer.unwrap_or(a.id) as u64);
+                if let Some((_, class)) = f.app.class_fraction().filter(|_| udp) {
+                    relabels.push(((data_route.clone(), 3, &f.via, [rev, sender]), (keys.0, class, keys.2), fid));
+                }
+                plans.push((data_route, 3, &f.via, [rev, sender]));
+                starts.push((sender, start_ns));
+                ctx.flow_keys.push(keys);
+                ctx.enf.flow_agg.push(a.id);
+                ctx.enf.flows.push(FlowEnf::default());
+                flows.push(FlowMeta {
+                    aggregate: a.id,
+                    cc: (!udp).then_some(f.cc),
+                    rtt_ms: f.rtt.0 as f64 / 1e6,
+                    start_ns,
+                    sender,
+                    receiver,
+                    continuous: matches!(f.app, crate::app::AppConfig::Backlogged | crate::app::AppConfig::Finite { .. }),
+                    finite: f.app.is_finite(),
+                    stop_ns: stop_ns.unwrap_or(u64::MAX),
+                });
+            }
+        }
+        let mut owner: Vec<u32> = (0..flows.len() as u32).collect();
+        for (plan, keys, fid) in relabels {
+            plans.push(plan);
+            ctx.flow_keys.push(keys);
+            // Never its aggregate's: the per-flow enforcer statistics count the source's own
+            // class; the per-class ones count both.
+            ctx.enf.flow_agg.push(u32::MAX);
+            ctx.enf.flows.push(FlowEnf::default());
+            owner.push(fid);
+        }
+        let mut route_hops = Vec::new();
+        let mut route_start = Vec::new();
+        for (mut data, at, via, ack) in plans {
+            data.splice(at..at, via.iter().flat_map(|&v| agg_hops[v as usize]));
+            for route in [&data[..], &ack[..]] {
+                route_start.push(route_hops.len() as u32);
+                route_hops.extend_from_slice(route);
+            }
+        }
+        for (sender, at) in starts {
+            match &mut comps[sender as usize] {
+                Comp::Sender(s) => s.schedule_start(&mut ctx, at),
+                Comp::Udp(u) => u.schedule_start(&mut ctx, at),
+                _ => unreachable!(),
+            }
+        }
+        let wire_window = vec![0; flows.len()];
+        Ok(World { ctx, comps, flows, route_hops, route_start, agg_rates_bps, agg_kinds, wire_window, owner })
+    }
+}

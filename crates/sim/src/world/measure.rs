@@ -1,0 +1,99 @@
+//! Turning what the run counted into the summary: per flow, per aggregate and the engine's speed.
+
+use super::{Comp, World};
+use crate::scenario::Resolved;
+use crate::summary::{AggSummary, EngineSummary, FlowSummary, Summary};
+
+/// Per aggregate, what the windows after the warm-up contributed.
+pub(super) struct WindowSamples {
+    /// Normalised throughput of the windows where it was non-zero.
+    pub norm: Vec<Vec<f64>>,
+    /// Jain's index among the active flows, of the windows that had any.
+    pub jain: Vec<Vec<f64>>,
+}
+
+impl WindowSamples {
+    pub fn new(naggs: usize) -> Self {
+        WindowSamples { norm: vec![Vec::new(); naggs], jain: vec![Vec::new(); naggs] }
+    }
+}
+
+impl World {
+    /// `sim_end`: where simulated time stopped (before the scenario's end when interrupted).
+    pub(super) fn summary(
+        &self,
+        r: &Resolved,
+        seed: u64,
+        sim_end: u64,
+        wall_s: f64,
+        interrupted: bool,
+        samples: &mut WindowSamples,
+    ) -> Summary {
+        let end = r.scenario.duration.0;
+        let warmup = r.scenario.measure.warmup.0;
+        let naggs = self.agg_rates_bps.len();
+        let events = self.ctx.ev.executed();
+        let flows = self
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(id, m)| {
+                let (bytes, fct, retx, rto) = match (&self.comps[m.receiver as usize], &self.comps[m.sender as usize]) {
+                    (Comp::Receiver(rx), Comp::Sender(tx)) => (
+                        rx.delivered_bytes,
+                        rx.completed_ns.map(|t| (t - m.start_ns) as f64 * 1e-9),
+                        tx.stats.retransmits,
+                        tx.stats.timeouts,
+                    ),
+                    (Comp::Sink { bytes, .. }, _) => (*bytes, None, 0, 0),
+                    _ => unreachable!(),
+                };
+                let active_end = fct.map_or(sim_end.min(m.stop_ns), |f| m.start_ns + (f * 1e9) as u64);
+                let active = active_end.saturating_sub(m.start_ns) as f64 * 1e-9;
+                FlowSummary {
+                    id: id as u32,
+                    aggregate: m.aggregate,
+                    cc: m.cc.map_or("udp", |c| c.as_str()).to_string(),
+                    rtt_ms: m.rtt_ms,
+                    mean_goodput_bps: if active > 0.0 { bytes as f64 * 8.0 / active } else { 0.0 },
+                    fct_s: fct,
+                    completed: m.finite.then_some(fct.is_some()),
+                    delivered_bytes: bytes,
+                    retransmits: retx,
+                    timeouts: rto,
+                    enforcer_arrivals: self.ctx.enf.flows[id].arrivals,
+                    enforcer_drops: self.ctx.enf.flows[id].drops,
+                    queue_delay_mean_ms: self.ctx.enf.flows[id].delay.mean_ms(),
+                    queue_delay_p99_ms: self.ctx.enf.flows[id].delay.percentile_ms(0.99),
+                }
+            })
+            .collect();
+        let aggregates = (0..naggs)
+            .map(|a| {
+                let c = self.ctx.aggs[a];
+                let measured_s = sim_end.saturating_sub(warmup) as f64 * 1e-9;
+                let capacity = r.aggregates[a].cfg.link_rate.bits_per_sec() as f64 / 8.0 * measured_s;
+                let utilization = if capacity > 0.0 { c.link_bytes as f64 / capacity } else { 0.0 };
+                AggSummary {
+                    link_utilization: utilization,
+                    classes: self.ctx.enf.class_summaries(a),
+                    ..c.summary(a as u32, self.agg_rates_bps[a], self.agg_kinds[a], &mut samples.norm[a], &samples.jain[a])
+                }
+            })
+            .collect();
+        Summary {
+            name: r.scenario.name.clone(),
+            seed,
+            duration_s: end as f64 * 1e-9,
+            simulated_s: sim_end as f64 * 1e-9,
+            interrupted,
+            flows,
+            aggregates,
+            engine: EngineSummary {
+                events,
+                wall_seconds: wall_s,
+                events_per_second: if wall_s > 0.0 { events as f64 / wall_s } else { 0.0 },
+            },
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! The event loop: drives the components, measures every window and writes the time series.
+
+use super::measure::WindowSamples;
+use super::{Comp, World};
+use crate::engine::ComponentId;
+use crate::packet::{Kind, HEADER};
+use crate::scenario::Resolved;
+use crate::stats::AggCounters;
+use crate::summary::{self, Summary};
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// How a run is driven from outside.
+#[derive(Default)]
+pub struct RunOptions<'a> {
+    /// Where flows.csv, aggregates.csv and summary.json go; `None` keeps results in memory.
+    pub out_dir: Option<&'a Path>,
+    /// Set from another thread (Ctrl-C) to stop at the next window boundary.
+    pub stop: Option<&'a AtomicBool>,
+    /// Called at each window boundary with the fraction of simulated time done.
+    pub progress: Option<&'a mut dyn FnMut(f64)>,
+    /// Per-flow cwnd samples at every window boundary are kept in memory for tests.
+    pub keep_series: bool,
+}
+
+/// Per-window samples, kept when `keep_series` is set.
+#[derive(Debug, Clone, Default)]
+pub struct Series {
+    /// [window][flow] goodput in bits/s.
+    pub goodput_bps: Vec<Vec<f64>>,
+    /// [window][flow] cwnd in segments (0 for UDP).
+    pub cwnd: Vec<Vec<u32>>,
+    /// [window][aggregate] normalised throughput.
+    pub normalized: Vec<Vec<f64>>,
+    /// [window][flow] payload bytes that arrived at the receiver, in order or not, duplicates
+    /// included (what a capture at the receiver counts; UDP: as goodput).
+    pub wire_bytes: Vec<Vec<u64>>,
+}
+
+impl World {
+    fn handle(&mut self, target: ComponentId) {
+        match &mut self.comps[target as usize] {
+            Comp::Sender(s) => s.on_timer(&mut self.ctx),
+            Comp::Udp(u) => u.on_timer(&mut self.ctx),
+            Comp::Receiver(r) => r.on_timer(&mut self.ctx),
+            Comp::Link(l) => l.on_timer(&mut self.ctx),
+            Comp::Pipe(p) => p.on_timer(&mut self.ctx),
+            Comp::Sink { .. } | Comp::Enf(_) => {}
+        }
+        self.drain();
+    }
+
+    /// Delivers every packet handed on during the last handler, in order, through zero-delay
+    /// hops (which may hand on more).
+    fn drain(&mut self) {
+        let mut i = 0;
+        while i < self.ctx.out.len() {
+            let idx = self.ctx.out[i];
+            i += 1;
+            let p = *self.ctx.pool.get(idx);
+            let start = self.route_start[2 * p.flow as usize + (p.kind == Kind::Ack) as usize];
+            let target = self.route_hops[start as usize + p.hop as usize];
+            self.ctx.pool.get_mut(idx).hop += 1;
+            let ctx = &mut self.ctx;
+            match &mut self.comps[target as usize] {
+                Comp::Link(l) => l.arrive(ctx, idx),
+                Comp::Pipe(pp) => pp.arrive(ctx, idx),
+                Comp::Enf(e) => e.arrive(ctx, idx),
+                Comp::Receiver(r) => {
+                    ctx.pool.release(idx);
+                    self.wire_window[p.flow as usize] += (p.len - HEADER) as u64;
+                    r.on_data(ctx, p.seq, p.len - HEADER);
+                }
+                Comp::Sink { bytes, window_bytes } => {
+                    ctx.pool.release(idx);
+                    let payload = p.len.saturating_sub(28) as u64;
+                    self.wire_window[self.owner[p.flow as usize] as usize] += payload;
+                    *bytes += payload;
+                    *window_bytes += payload;
+                }
+                Comp::Sender(s) => {
+                    ctx.pool.release(idx);
+                    s.on_ack(ctx, p.ack, p.sack);
+                }
+                Comp::Udp(_) => unreachable!("nothing is routed to a UDP source"),
+            }
+        }
+        self.ctx.out.clear();
+    }
+
+    /// Runs the scenario to its end (or until `stop`), measuring every window.
+    pub fn run(mut self, r: &Resolved, seed: u64, mut opts: RunOptions) -> std::io::Result<(Summary, Series)> {
+        let wall = std::time::Instant::now();
+        let end = r.scenario.duration.0;
+        let window = r.scenario.measure.window.0;
+        let warmup = r.scenario.measure.warmup.0;
+        let mut writers = match opts.out_dir {
+            Some(d) => {
+                std::fs::create_dir_all(d)?;
+                let mut f = BufWriter::new(std::fs::File::create(d.join("flows.csv"))?);
+                writeln!(f, "time_s,flow,aggregate,goodput_bps,cwnd_segments,srtt_ms")?;
+                let mut a = BufWriter::new(std::fs::File::create(d.join("aggregates.csv"))?);
+                writeln!(a, "time_s,aggregate,throughput_bps,normalized_throughput,arrivals,enforcer_drops,queue_drops,jain")?;
+                Some((f, a))
+            }
+            None => None,
+        };
+        let nflows = self.flows.len();
+        let naggs = self.agg_rates_bps.len();
+        let mut samples = WindowSamples::new(naggs);
+        let mut series = Series::default();
+        let mut prev = vec![AggCounters::default(); naggs];
+        let mut window_start = 0u64;
+        let mut interrupted = false;
+        loop {
+            let tick = (window_start + window).min(end);
+            while let Some(target) = self.ctx.ev.pop_until(tick) {
+                self.handle(target);
+            }
+            self.ctx.ev.advance_to(tick);
+            let dt = (tick - window_start) as f64 * 1e-9;
+            let t_s = tick as f64 * 1e-9;
+            let mut agg_bytes = vec![0u64; naggs];
+            let mut agg_active: Vec<Vec<f64>> = vec![Vec::new(); naggs];
+            let mut gp_row = Vec::with_capacity(if opts.keep_series { nflows } else { 0 });
+            let mut cwnd_row = Vec::with_capacity(gp_row.capacity());
+            let wire_row = std::mem::replace(&mut self.wire_window, vec![0; nflows]);
+            for (fid, m) in self.flows.iter().enumerate() {
+                let (cwnd, srtt_ms) = match &self.comps[m.sender as usize] {
+                    Comp::Sender(tx) => (tx.cwnd(), tx.srtt_ns() as f64 / 1e6),
+                    _ => (0, 0.0),
+                };
+                let (bytes, done_before) = match &mut self.comps[m.receiver as usize] {
+                    Comp::Receiver(rx) => {
+                        (std::mem::take(&mut rx.window_bytes), rx.completed_ns.is_some_and(|t| t <= window_start))
+                    }
+                    Comp::Sink { window_bytes, .. } => (std::mem::take(window_bytes), false),
+                    _ => unreachable!(),
+                };
+                let gp = bytes as f64 * 8.0 / dt;
+                let a = m.aggregate as usize;
+                agg_bytes[a] += bytes;
+                let started = m.start_ns < tick;
+                let stopped = m.stop_ns <= window_start;
+                if bytes > 0 || (m.continuous && started && !done_before && !stopped && m.start_ns <= window_start) {
+                    agg_active[a].push(gp);
+                }
+                if let Some((f, _)) = writers.as_mut() {
+                    writeln!(f, "{t_s:.3},{fid},{a},{gp:.0},{cwnd},{srtt_ms:.3}")?;
+                }
+                if opts.keep_series {
+                    gp_row.push(gp);
+                    cwnd_row.push(cwnd);
+                }
+            }
+            let mut norm_row = Vec::new();
+            for a in 0..naggs {
+                let thr = agg_bytes[a] as f64 * 8.0 / dt;
+                let norm = thr / self.agg_rates_bps[a];
+                let j = ratekit_core::metrics::jain(&agg_active[a]);
+                let c = self.ctx.aggs[a];
+                let p = prev[a];
+                if let Some((_, w)) = writers.as_mut() {
+                    writeln!(
+                        w,
+                        "{t_s:.3},{a},{thr:.0},{norm:.4},{},{},{},{}",
+                        c.arrivals - p.arrivals,
+                        c.enforcer_drops - p.enforcer_drops,
+                        c.queue_drops - p.queue_drops,
+                        j.map_or(String::new(), |j| format!("{j:.4}"))
+                    )?;
+                }
+                prev[a] = c;
+                if window_start >= warmup {
+                    if norm > 0.0 {
+                        samples.norm[a].push(norm);
+                    }
+                    if let Some(j) = j {
+                        samples.jain[a].push(j);
+                    }
+                }
+                norm_row.push(norm);
+            }
+            if opts.keep_series {
+                series.goodput_bps.push(gp_row);
+                series.cwnd.push(cwnd_row);
+                series.normalized.push(norm_row);
+                series.wire_bytes.push(wire_row);
+            }
+            if let Some((f, a)) = writers.as_mut() {
+                f.flush()?;
+                a.flush()?;
+            }
+            if let Some(p) = opts.progress.as_mut() {
+                p(tick as f64 / end as f64);
+            }
+            window_start = tick;
+            if tick >= end {
+                break;
+            }
+            if opts.stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+                interrupted = true;
+                break;
+            }
+        }
+        let sim_end = window_start;
+        let wall_s = wall.elapsed().as_secs_f64();
+        let summary = self.summary(r, seed, sim_end, wall_s, interrupted, &mut samples);
+        if let Some(d) = opts.out_dir {
+            summary::write(&summary, &d.join("summary.json"))?;
+        }
+        Ok((summary, series))
+    }
+}
