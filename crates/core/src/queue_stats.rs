@@ -6,7 +6,7 @@
 //! packets held at once (drivers number packets). The id → arrival map grows to the largest
 //! backlog seen and is then reused, so steady state does not allocate.
 
-use crate::enforcer::{DropReason, Dropped, QueueDiscipline};
+use crate::enforcer::{DropReason, Dropped, QueueDiscipline, Verdict};
 use crate::packet::Packet;
 use crate::time::{Duration, Instant};
 use std::collections::HashMap;
@@ -45,14 +45,29 @@ impl QueueStats {
         (self.dequeued.packets > 0).then(|| Duration(self.sojourn_total.0 / self.dequeued.packets))
     }
 
-    fn count_drop(&mut self, d: &Dropped) {
-        self.dropped.add(&d.pkt);
-        match self.drops_by_reason.binary_search_by(|(r, _)| r.cmp(&d.reason)) {
-            Ok(i) => self.drops_by_reason[i].1.add(&d.pkt),
+    /// Packets dropped per reason, by the reason's name: how every driver reports drops.
+    pub fn drops_named(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        self.drops_by_reason.iter().map(|(r, c)| (r.as_str(), c.packets)).collect()
+    }
+
+    /// A policer's verdict on `pkt`, counted as a queue that passes at once or drops: policers
+    /// and queueing disciplines are accounted alike.
+    pub fn count_policed(&mut self, pkt: &Packet, verdict: Verdict) {
+        self.enqueued.add(pkt);
+        match verdict {
+            Verdict::Pass => self.dequeued.add(pkt),
+            Verdict::Drop(reason) => self.count_drop(pkt, reason),
+        }
+    }
+
+    fn count_drop(&mut self, pkt: &Packet, reason: DropReason) {
+        self.dropped.add(pkt);
+        match self.drops_by_reason.binary_search_by(|(r, _)| r.cmp(&reason)) {
+            Ok(i) => self.drops_by_reason[i].1.add(pkt),
             Err(i) => {
                 let mut c = Count::default();
-                c.add(&d.pkt);
-                self.drops_by_reason.insert(i, (d.reason, c));
+                c.add(pkt);
+                self.drops_by_reason.insert(i, (reason, c));
             }
         }
     }
@@ -84,7 +99,7 @@ impl<Q: QueueDiscipline> WithStats<Q> {
 
     fn account_drops(&mut self, drops: &[Dropped]) {
         for d in drops {
-            self.stats.count_drop(d);
+            self.stats.count_drop(&d.pkt, d.reason);
             self.arrivals.remove(&d.pkt.id);
         }
     }

@@ -7,6 +7,7 @@ pub mod bench;
 pub mod bench_floor;
 pub mod csv_io;
 pub mod demo;
+pub mod driver;
 pub mod progress;
 pub mod replay;
 pub mod replay_summary;

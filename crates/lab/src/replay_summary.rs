@@ -7,7 +7,7 @@
 //! queueing enforcer still sends after the last arrival (a shaper draining its queues), so that
 //! a shaped aggregate shows its shaped rate; its flows share that denominator.
 
-use crate::replay::Outcome;
+use crate::driver::Outcome;
 use ratekit_core::metrics::jain;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
