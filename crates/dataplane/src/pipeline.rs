@@ -11,9 +11,8 @@ use crate::maps::{AggKey, Settings};
 use crate::packet::parse;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use ratekit_core::{
-    Dropped, Duration, Enforcer, EnforcerConfig, Instant, Policer, QueueDiscipline, Rate,
-};
+use ratekit_core::{Duration, EnforcerConfig, Instant, Rate};
+use ratekit_lab::driver::{AggregateDriver, Decision, DriverFactory, Outcome};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// Forward (in → out, enforced) and reverse (out → in, delay only).
@@ -81,34 +80,49 @@ pub struct PipelineStats {
 }
 
 struct Agg {
-    enforcer: Enforcer,
-    link_free: Instant,
-    stats: AggStats,
+    driver: AggregateDriver,
+    arrival_bytes: u64,
+}
+
+impl Agg {
+    /// The driver's accounting in the middlebox report's form.
+    fn stats(&self) -> AggStats {
+        let s = self.driver.stats();
+        AggStats {
+            arrivals: s.enqueued.packets,
+            arrival_bytes: self.arrival_bytes,
+            passed_packets: s.dequeued.packets,
+            passed_bytes: s.dequeued.bytes,
+            dropped_packets: s.dropped.packets,
+            dropped_bytes: s.dropped.bytes,
+            drops_by_reason: s.drops_named(),
+        }
+    }
 }
 
 pub struct Pipeline {
     cfg: PipelineConfig,
     rng: ChaCha8Rng,
+    factory: Option<DriverFactory>,
     aggs: HashMap<AggKey, Agg>,
     held: HashMap<u64, Vec<u8>>,
     held_bytes: u64,
     next_id: u64,
     lines: [VecDeque<(Instant, Vec<u8>)>; 2],
     delayed_bytes: u64,
-    drops: Vec<Dropped>,
+    decided: Vec<Decision>,
     pub stats: PipelineStats,
 }
 
 impl Pipeline {
     pub fn new(cfg: PipelineConfig) -> Result<Self, ratekit_core::ConfigError> {
-        if let Some(e) = &cfg.enforcer {
-            e.build(cfg.link_rate)?; // fail early on a config the core rejects
-        }
+        let factory = cfg.enforcer.clone().map(|e| DriverFactory::new(e, cfg.link_rate)).transpose()?;
         if !(0.0..=1.0).contains(&cfg.loss) {
             return Err(ratekit_core::ConfigError::new("loss", "must be a probability in [0, 1]"));
         }
         Ok(Pipeline {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            factory,
             cfg,
             aggs: HashMap::new(),
             held: HashMap::new(),
@@ -116,13 +130,13 @@ impl Pipeline {
             next_id: 0,
             lines: [VecDeque::new(), VecDeque::new()],
             delayed_bytes: 0,
-            drops: Vec::new(),
+            decided: Vec::new(),
             stats: PipelineStats::default(),
         })
     }
 
-    pub fn aggregates(&self) -> impl Iterator<Item = (&AggKey, &AggStats)> {
-        self.aggs.iter().map(|(k, a)| (k, &a.stats))
+    pub fn aggregates(&self) -> impl Iterator<Item = (&AggKey, AggStats)> + '_ {
+        self.aggs.iter().map(|(k, a)| (k, a.stats()))
     }
 
     fn delay(&mut self, now: Instant, dir: Dir, frame: Vec<u8>) {
@@ -145,7 +159,7 @@ impl Pipeline {
             self.stats.random_losses += 1;
             return;
         }
-        let Some(cfg) = self.cfg.enforcer.as_ref() else { return self.delay(now, dir, frame) };
+        let Some(factory) = self.factory.as_ref() else { return self.delay(now, dir, frame) };
         let Some(parsed) = parse(&frame, &self.cfg.settings) else {
             self.stats.non_ip += 1;
             return self.delay(now, dir, frame);
@@ -155,83 +169,52 @@ impl Pipeline {
                 self.stats.untracked += 1;
                 return self.delay(now, dir, frame);
             }
-            let enforcer = cfg.build(self.cfg.link_rate).expect("validated in Pipeline::new");
-            self.aggs.insert(parsed.agg, Agg { enforcer, link_free: now, stats: AggStats::default() });
+            self.aggs.insert(parsed.agg, Agg { driver: factory.build(), arrival_bytes: 0 });
         }
         let agg = self.aggs.get_mut(&parsed.agg).unwrap();
-        agg.stats.arrivals += 1;
-        agg.stats.arrival_bytes += parsed.pkt.len as u64;
+        agg.arrival_bytes += parsed.pkt.len as u64;
         let mut pkt = parsed.pkt;
-        match &mut agg.enforcer {
-            Enforcer::Policer(p) => match p.on_arrival(now, &pkt) {
-                ratekit_core::Verdict::Pass => {
-                    agg.stats.passed_packets += 1;
-                    agg.stats.passed_bytes += pkt.len as u64;
-                    self.delay(now, dir, frame);
-                }
-                ratekit_core::Verdict::Drop(reason) => {
-                    agg.stats.dropped_packets += 1;
-                    agg.stats.dropped_bytes += pkt.len as u64;
-                    *agg.stats.drops_by_reason.entry(reason.as_str()).or_default() += 1;
-                }
-            },
-            Enforcer::Queue(q) => {
-                if self.held_bytes + frame.len() as u64 > self.cfg.max_held_bytes {
-                    self.stats.overflow_drops += 1;
-                    return;
-                }
-                self.next_id += 1;
-                pkt.id = self.next_id;
-                self.held_bytes += frame.len() as u64;
-                self.held.insert(pkt.id, frame);
-                q.enqueue(now, pkt, &mut self.drops);
-                let key = parsed.agg;
-                self.account_drops(&key);
+        if agg.driver.is_queueing() {
+            if self.held_bytes + frame.len() as u64 > self.cfg.max_held_bytes {
+                self.stats.overflow_drops += 1;
+                return;
+            }
+            self.next_id += 1;
+            pkt.id = self.next_id;
+            self.held_bytes += frame.len() as u64;
+            self.held.insert(pkt.id, frame);
+            agg.driver.arrive(now, pkt, &mut self.decided);
+            self.release(now);
+        } else {
+            agg.driver.arrive(now, pkt, &mut self.decided);
+            if let Some(Decision { outcome: Outcome::Pass { .. }, .. }) = self.decided.pop() {
+                self.delay(now, dir, frame);
             }
         }
     }
 
-    fn account_drops(&mut self, key: &AggKey) {
-        let agg = self.aggs.get_mut(key).unwrap();
-        for d in self.drops.drain(..) {
-            if let Some(f) = self.held.remove(&d.pkt.id) {
-                self.held_bytes -= f.len() as u64;
+    /// Frees the frames a queueing driver decided on: dropped ones are forgotten, passed ones
+    /// enter the delay line now, as their link starts sending them.
+    fn release(&mut self, now: Instant) {
+        let decided = std::mem::take(&mut self.decided);
+        for d in &decided {
+            let Some(frame) = self.held.remove(&d.id) else { continue };
+            self.held_bytes -= frame.len() as u64;
+            if let Outcome::Pass { .. } = d.outcome {
+                self.delay(now, Dir::Forward, frame);
             }
-            agg.stats.dropped_packets += 1;
-            agg.stats.dropped_bytes += d.pkt.len as u64;
-            *agg.stats.drops_by_reason.entry(d.reason.as_str()).or_default() += 1;
         }
+        self.decided = decided;
+        self.decided.clear();
     }
 
     /// Moves whatever is due at `now` out: calls `send(dir, frame)` for each frame to transmit.
     pub fn poll(&mut self, now: Instant, mut send: impl FnMut(Dir, &[u8])) {
-        let keys: Vec<AggKey> = self
-            .aggs
-            .iter()
-            .filter(|(_, a)| matches!(&a.enforcer, Enforcer::Queue(q) if q.backlog_bytes() > 0))
-            .map(|(k, _)| *k)
-            .collect();
-        for key in keys {
-            loop {
-                let agg = self.aggs.get_mut(&key).unwrap();
-                let Enforcer::Queue(q) = &mut agg.enforcer else { break };
-                if self.cfg.link_rate.is_some() && agg.link_free > now {
-                    break;
-                }
-                let Some(pkt) = q.dequeue(now, &mut self.drops) else { break };
-                agg.stats.passed_packets += 1;
-                agg.stats.passed_bytes += pkt.len as u64;
-                if let Some(rate) = self.cfg.link_rate {
-                    agg.link_free = agg.link_free.max(now) + rate.time_to_send(pkt.len as u64);
-                }
-                let frame = self.held.remove(&pkt.id);
-                self.account_drops(&key);
-                if let Some(frame) = frame {
-                    self.held_bytes -= frame.len() as u64;
-                    self.delay(now, Dir::Forward, frame);
-                }
-            }
-            self.account_drops(&key);
+        let due: Vec<AggKey> =
+            self.aggs.iter().filter(|(_, a)| a.driver.next_wakeup().is_some_and(|t| t <= now)).map(|(k, _)| *k).collect();
+        for key in due {
+            self.aggs.get_mut(&key).unwrap().driver.wake(now, &mut self.decided);
+            self.release(now);
         }
         for dir in [Dir::Forward, Dir::Reverse] {
             while self.lines[dir as usize].front().is_some_and(|(due, _)| *due <= now) {
@@ -246,14 +229,8 @@ impl Pipeline {
     /// The next time `poll` has something to do, if anything is pending.
     pub fn next_deadline(&self) -> Option<Instant> {
         let lines = self.lines.iter().filter_map(|l| l.front().map(|(t, _)| *t));
-        let queues = self.aggs.values().filter_map(|a| match &a.enforcer {
-            Enforcer::Queue(q) if q.backlog_bytes() > 0 => {
-                let wake = q.next_wakeup().unwrap_or(Instant::ZERO);
-                Some(if self.cfg.link_rate.is_some() { wake.max(a.link_free) } else { wake })
-            }
-            _ => None,
-        });
-        lines.chain(queues).min()
+        let drivers = self.aggs.values().filter_map(|a| a.driver.next_wakeup());
+        lines.chain(drivers).min()
     }
 }
 
