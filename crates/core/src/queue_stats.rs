@@ -19,6 +19,7 @@ pub struct Count {
 }
 
 impl Count {
+    #[inline]
     fn add(&mut self, pkt: &Packet) {
         self.packets += 1;
         self.bytes += pkt.len as u64;
@@ -52,6 +53,7 @@ impl QueueStats {
 
     /// A policer's verdict on `pkt`, counted as a queue that passes at once or drops: policers
     /// and queueing disciplines are accounted alike.
+    #[inline]
     pub fn count_policed(&mut self, pkt: &Packet, verdict: Verdict) {
         self.enqueued.add(pkt);
         match verdict {

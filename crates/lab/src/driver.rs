@@ -38,8 +38,34 @@ pub struct Decision {
 /// guard against a discipline that keeps asking without ever releasing its packets.
 const MAX_IDLE_WAKEUPS: u32 = 1_000_000;
 
+/// A policer with its accounting: the whole of a policing driver. Enforcement points that only
+/// ever police (the simulator's) hold this directly, without a driver's decision list.
+#[derive(Debug, Clone)]
+pub struct Policing {
+    policer: AnyPolicer,
+    stats: QueueStats,
+}
+
+impl Policing {
+    pub fn new(policer: AnyPolicer) -> Self {
+        Policing { policer, stats: QueueStats::default() }
+    }
+
+    /// The policer's verdict on `pkt`, counted.
+    #[inline]
+    pub fn police(&mut self, now: Instant, pkt: &Packet) -> Verdict {
+        let verdict = self.policer.on_arrival(now, pkt);
+        self.stats.count_policed(pkt, verdict);
+        verdict
+    }
+
+    pub fn stats(&self) -> &QueueStats {
+        &self.stats
+    }
+}
+
 enum Kind<Q> {
-    Policer { policer: AnyPolicer, stats: QueueStats },
+    Policer(Policing),
     Queue { queue: WithStats<Q>, link_free_at: Instant, idle_wakeups: u32 },
 }
 
@@ -64,7 +90,7 @@ impl AggregateDriver<AnyQueue> {
 
 impl<Q: QueueDiscipline> AggregateDriver<Q> {
     pub fn policer(policer: AnyPolicer) -> Self {
-        AggregateDriver { kind: Kind::Policer { policer, stats: QueueStats::default() }, link_rate: None, wakeup: None, drops: Vec::new() }
+        AggregateDriver { kind: Kind::Policer(Policing::new(policer)), link_rate: None, wakeup: None, drops: Vec::new() }
     }
 
     pub fn queue(queue: Q, link_rate: Option<Rate>) -> Self {
@@ -84,10 +110,8 @@ impl<Q: QueueDiscipline> AggregateDriver<Q> {
     /// own, when a policer decides or a queue drops it, and any others a queue releases or drops).
     pub fn arrive(&mut self, now: Instant, pkt: Packet, out: &mut Vec<Decision>) {
         match &mut self.kind {
-            Kind::Policer { policer, stats } => {
-                let verdict = policer.on_arrival(now, &pkt);
-                stats.count_policed(&pkt, verdict);
-                let outcome = match verdict {
+            Kind::Policer(p) => {
+                let outcome = match p.police(now, &pkt) {
                     Verdict::Pass => Outcome::Pass { departure: None },
                     Verdict::Drop(r) => Outcome::Drop(r),
                 };
@@ -116,7 +140,7 @@ impl<Q: QueueDiscipline> AggregateDriver<Q> {
     /// Arrivals, passes (dequeued) and drops by reason; for a queueing enforcer also sojourn.
     pub fn stats(&self) -> &QueueStats {
         match &self.kind {
-            Kind::Policer { stats, .. } => stats,
+            Kind::Policer(p) => p.stats(),
             Kind::Queue { queue, .. } => queue.stats(),
         }
     }
@@ -124,7 +148,7 @@ impl<Q: QueueDiscipline> AggregateDriver<Q> {
     /// Bytes a queueing enforcer holds (0 for a policer).
     pub fn backlog_bytes(&self) -> u64 {
         match &self.kind {
-            Kind::Policer { .. } => 0,
+            Kind::Policer(_) => 0,
             Kind::Queue { queue, .. } => queue.backlog_bytes(),
         }
     }

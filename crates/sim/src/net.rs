@@ -1,18 +1,21 @@
 //! Network elements: links (serialisation at a rate, then a drop-tail FIFO or any core queueing
 //! discipline as the queue), constant-delay pipes, and the enforcement point that runs a core
-//! policer per aggregate. Each keeps at most one pending event.
+//! policer per aggregate. Each keeps at most one pending event. Enforcers run on lab's
+//! `AggregateDriver`, as they do in replay and the middlebox.
 
 use crate::ctx::Ctx;
 use crate::engine::{ComponentId, Wakeup};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use ratekit_core::{AnyPolicer, AnyQueue, Dropped, Instant, Packet, Policer, QueueDiscipline, Rate, Verdict};
+use ratekit_core::{AnyPolicer, AnyQueue, Instant, Packet, Rate, Verdict};
+use ratekit_lab::driver::{AggregateDriver, Decision, Outcome, Policing};
 use std::collections::VecDeque;
 
 pub enum LinkQueue {
     DropTail { q: VecDeque<u32>, bytes: u64, limit: u64 },
-    /// A core queueing enforcer (shaper, FIFO shaper, RED, CPQ, DSCD) as the link's queue.
-    Enforcer(Box<AnyQueue>),
+    /// A core queueing enforcer (shaper, FIFO shaper, RED, CPQ, DSCD) as the link's queue: the
+    /// driver decides when each packet starts on the link and when it has left.
+    Enforcer(Box<AggregateDriver>),
 }
 
 pub struct Link {
@@ -20,16 +23,24 @@ pub struct Link {
     pub agg: u32,
     rate: Rate,
     queue: LinkQueue,
-    in_tx: Option<u32>,
+    /// Packets on the wire with the time their last bit leaves, oldest first. A drop-tail link
+    /// sends one at a time; a driver may start the next at the instant the last one leaves,
+    /// before this link's timer for that instant has fired.
+    in_tx: VecDeque<(u64, u32)>,
     wake: Wakeup,
-    drops: Vec<Dropped>,
+    decided: Vec<Decision>,
     /// Counts its transmitted bytes as the aggregate's link utilisation (not NICs, secondaries).
     measured: bool,
 }
 
 impl Link {
     pub fn new(id: ComponentId, agg: u32, rate: Rate, queue: LinkQueue) -> Self {
-        Link { id, agg, rate, queue, in_tx: None, wake: Wakeup::default(), drops: Vec::new(), measured: false }
+        Link { id, agg, rate, queue, in_tx: VecDeque::new(), wake: Wakeup::default(), decided: Vec::new(), measured: false }
+    }
+
+    /// A queueing enforcer as the queue of a link at `rate`.
+    pub fn enforcer(queue: AnyQueue, rate: Rate) -> LinkQueue {
+        LinkQueue::Enforcer(Box::new(AggregateDriver::queue(queue, Some(rate))))
     }
 
     /// The aggregate's own link, whose transmissions after the warm-up are its utilisation.
@@ -67,53 +78,53 @@ impl Link {
                 ctx.aggs[self.agg as usize].arrivals += 1;
                 ctx.enf.arrival(now, self.agg, p.flow, class);
                 let pkt = Packet { id: idx as u64, len: p.len, flow, class, aggregate: customer };
-                d.enqueue(Instant(now), pkt, &mut self.drops);
-                self.release_drops(ctx);
+                d.arrive(Instant(now), pkt, &mut self.decided);
             }
         }
-        if self.in_tx.is_none() {
-            self.start_next(ctx);
+        match self.queue {
+            LinkQueue::Enforcer(_) => self.settle(ctx),
+            LinkQueue::DropTail { .. } if self.in_tx.is_empty() => self.start_next(ctx),
+            LinkQueue::DropTail { .. } => {}
         }
     }
 
-    fn release_drops(&mut self, ctx: &mut Ctx) {
+    /// Accounts for what the driver decided at `now` and asks for the link's next wake-up: the
+    /// end of the oldest transmission, or the driver's own (a shaper's release).
+    fn settle(&mut self, ctx: &mut Ctx) {
         let now = ctx.ev.now();
-        for d in self.drops.drain(..) {
-            let flow = ctx.pool.get(d.pkt.id as u32).flow;
-            ctx.aggs[self.agg as usize].enforcer_drops += 1;
-            ctx.enf.drop(now, self.agg, flow, ctx.flow_keys[flow as usize].1);
-            ctx.pool.release(d.pkt.id as u32);
+        for d in self.decided.drain(..) {
+            let i = d.id as u32;
+            let flow = ctx.pool.get(i).flow;
+            let class = ctx.flow_keys[flow as usize].1;
+            match d.outcome {
+                Outcome::Pass { departure } => {
+                    ctx.enf.sent(now, self.agg, flow, class, now - ctx.pool.get(i).enq_ns);
+                    self.in_tx.push_back((departure.map_or(now, |t| t.0), i));
+                }
+                Outcome::Drop(_) | Outcome::Held => {
+                    ctx.aggs[self.agg as usize].enforcer_drops += 1;
+                    ctx.enf.drop(now, self.agg, flow, class);
+                    ctx.pool.release(i);
+                }
+            }
+        }
+        let LinkQueue::Enforcer(d) = &self.queue else { return };
+        let next = self.in_tx.front().map(|&(t, _)| t).into_iter().chain(d.next_wakeup().map(|t| t.0)).min();
+        if let Some(t) = next {
+            if self.wake.want(t.max(now)) {
+                ctx.ev.schedule(t.max(now), self.id);
+            }
         }
     }
 
+    /// Starts the drop-tail queue's next packet on the link.
     fn start_next(&mut self, ctx: &mut Ctx) {
         let now = ctx.ev.now();
-        let next = match &mut self.queue {
-            LinkQueue::DropTail { q, bytes, .. } => q.pop_front().inspect(|&i| *bytes -= ctx.pool.get(i).len as u64),
-            LinkQueue::Enforcer(d) => {
-                let p = d.dequeue(Instant(now), &mut self.drops).map(|p| p.id as u32);
-                if let Some(i) = p {
-                    let sp = ctx.pool.get(i);
-                    let flow = sp.flow;
-                    let sojourn = now - sp.enq_ns;
-                    ctx.enf.sent(now, self.agg, flow, ctx.flow_keys[flow as usize].1, sojourn);
-                }
-                let wake = d.next_wakeup();
-                self.release_drops(ctx);
-                if p.is_none() {
-                    if let Some(t) = wake {
-                        let t = t.0.max(now);
-                        if self.wake.want(t) {
-                            ctx.ev.schedule(t, self.id);
-                        }
-                    }
-                }
-                p
-            }
-        };
-        if let Some(i) = next {
-            self.in_tx = Some(i);
+        let LinkQueue::DropTail { q, bytes, .. } = &mut self.queue else { return };
+        if let Some(i) = q.pop_front() {
+            *bytes -= ctx.pool.get(i).len as u64;
             let t = now + self.rate.time_to_send(ctx.pool.get(i).len as u64).0;
+            self.in_tx.push_back((t, i));
             if self.wake.want(t) {
                 ctx.ev.schedule(t, self.id);
             }
@@ -121,16 +132,29 @@ impl Link {
     }
 
     pub fn on_timer(&mut self, ctx: &mut Ctx) {
-        if !self.wake.fire(ctx.ev.now()) {
+        let now = ctx.ev.now();
+        if !self.wake.fire(now) {
             return;
         }
-        if let Some(i) = self.in_tx.take() {
-            if self.measured && ctx.ev.now() >= ctx.enf.from_ns {
+        while let Some(&(t, i)) = self.in_tx.front() {
+            if t > now {
+                break;
+            }
+            self.in_tx.pop_front();
+            if self.measured && now >= ctx.enf.from_ns {
                 ctx.aggs[self.agg as usize].link_bytes += ctx.pool.get(i).len as u64;
             }
             ctx.out.push(i);
         }
-        self.start_next(ctx);
+        match &mut self.queue {
+            LinkQueue::DropTail { .. } => self.start_next(ctx),
+            LinkQueue::Enforcer(d) => {
+                if d.next_wakeup().is_some_and(|t| t.0 <= now) {
+                    d.wake(Instant(now), &mut self.decided);
+                }
+                self.settle(ctx);
+            }
+        }
     }
 }
 
@@ -179,12 +203,12 @@ pub struct EnforcementPoint {
     pub agg: u32,
     loss: f64,
     rng: ChaCha8Rng,
-    policer: Option<AnyPolicer>,
+    policer: Option<Policing>,
 }
 
 impl EnforcementPoint {
     pub fn new(agg: u32, loss: f64, rng: ChaCha8Rng, policer: Option<AnyPolicer>) -> Self {
-        EnforcementPoint { agg, loss, rng, policer }
+        EnforcementPoint { agg, loss, rng, policer: policer.map(Policing::new) }
     }
 
     pub fn arrive(&mut self, ctx: &mut Ctx, idx: u32) {
@@ -200,7 +224,7 @@ impl EnforcementPoint {
             let now = ctx.ev.now();
             ctx.aggs[self.agg as usize].arrivals += 1;
             ctx.enf.arrival(now, self.agg, sp.flow, class);
-            if let Verdict::Drop(_) = p.on_arrival(Instant(now), &pkt) {
+            if let Verdict::Drop(_) = p.police(Instant(now), &pkt) {
                 ctx.aggs[self.agg as usize].enforcer_drops += 1;
                 ctx.enf.drop(now, self.agg, sp.flow, class);
                 ctx.pool.release(idx);

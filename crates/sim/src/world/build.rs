@@ -5,7 +5,7 @@ use crate::app::{App, UdpSource};
 use crate::cc::Cc;
 use crate::ctx::Ctx;
 use crate::engine::{ComponentId, EventList};
-use crate::net::{EnforcementPoint, Link, LinkQueue, Pipe};
+use crate::net::{EnforcementPoint, Link, Pipe};
 use crate::packet::Pool;
 use crate::scenario::Resolved;
 use crate::stats::{AggCounters, EnfStats, FlowEnf};
@@ -61,7 +61,7 @@ impl World {
             let built = a.enforcer.build(Some(a.cfg.link_rate)).map_err(|e| format!("aggregates[{}].enforcer.{}", a.id, e))?;
             let (policer, queue) = match built {
                 Enforcer::Policer(p) => (Some(p), Link::drop_tail(a.cfg.buffer.0)),
-                Enforcer::Queue(q) => (None, LinkQueue::Enforcer(Box::new(q))),
+                Enforcer::Queue(q) => (None, Link::enforcer(q, a.cfg.link_rate)),
             };
             let enf_id = comps.len() as ComponentId;
             let rng = ChaCha8Rng::seed_from_u64(mix(seed, 0xE0F0_0000 + a.id as u64));
