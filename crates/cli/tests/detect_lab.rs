@@ -2,7 +2,8 @@
 //! with ratekit's middlebox in the path (50 ms each way, random loss), polices with tbf or
 //! ratekit's tc-BPF token bucket or bottlenecks with htb+bfifo, captures at the server and runs
 //! `ratekit detect`. The server runs CUBIC (the script's default). The script deletes its namespaces and BPF pins on every exit path. Needs
-//! root and iproute2/tcpdump/ethtool/python3 and a kernel with tc-BPF; skips with a reason otherwise.
+//! root and iproute2/tcpdump/ethtool/python3 and a kernel with tc-BPF: it is #[ignore]d with that reason,
+//! and once run (as root, by scripts/test.sh) a missing prerequisite fails it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
