@@ -4,6 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# The structure issue 13 set: crates depend only on lower layers, and no module imports a
+# module that imports it back. Checked first, reported at the end with everything else.
+structure=0
+python3 scripts/check-crate-layers.py || structure=1
+python3 scripts/check-module-cycles.py || structure=1
 # Tests that need root (namespaces, tc-BPF, AF_PACKET) are marked ignored with their reason, so a
 # run without root lists them as ignored. As root they all run (--include-ignored) and one whose
 # prerequisite is missing fails. CI runs as root and must run them: there, not being root fails.
@@ -17,3 +22,7 @@ else
     cargo test --workspace --release --no-fail-fast 2>&1
 fi
 bash scripts/test-python.sh
+if [ "$structure" -ne 0 ]; then
+    echo "test.sh: the crate layering or module-cycle check failed (see its lines at the top)" >&2
+    exit 1
+fi
