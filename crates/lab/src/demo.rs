@@ -18,12 +18,13 @@
 //! per 250 ms window; the largest window ÷ rate shows bursts. Sizes follow the BC-PQP
 //! evaluation (000 §6.1) for RTT = 100 ms (see `enforcers`).
 
+use crate::arrivals::poisson_times;
 use crate::csv_io::write_atomic;
 use crate::replay::{Arrival, Engine, Outcome};
 use crate::progress::Progress;
 use crate::replay_summary::{fmt_bps, Accounting, Summary};
 use anyhow::Context;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use ratekit_core::metrics::jain;
 use ratekit_core::sizing::{self, EvaluationSizes, DEFAULT_MSS};
@@ -117,13 +118,7 @@ fn generate(seed: u64, seconds: f64) -> Vec<TracePacket> {
     for (a, (_, rates)) in AGGREGATES.iter().enumerate() {
         for (class, &mbps) in rates.iter().enumerate() {
             let mean_gap_ns = PACKET_BYTES as f64 * 8.0 / (mbps * 1e6) * 1e9;
-            let mut t = 0.0;
-            loop {
-                // Exponential inter-arrival times: 1 − U is in (0, 1], so ln never sees 0.
-                t += -(1.0 - rng.gen::<f64>()).ln() * mean_gap_ns;
-                if t >= end_ns as f64 {
-                    break;
-                }
+            for t in poisson_times(&mut rng, mean_gap_ns, end_ns as f64) {
                 trace.push(TracePacket { time_ns: t as u64, aggregate: a as u32, class: class as u16 });
             }
         }

@@ -3,6 +3,7 @@
 //! traces, the demo, the bench, parameter sweeps, and progress reporting. The command line
 //! (crates/cli) and the Python package (crates/py) only translate arguments and results.
 
+pub mod arrivals;
 pub mod bench;
 pub mod bench_floor;
 pub mod csv_io;
