@@ -8,7 +8,7 @@ use crate::reproduce_sketch;
 use crate::reproduce_spec::{self, Job, Work};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use ratekit_sim::app::AppConfig;
+use ratekit_lab::scenario::{AppConfig, Resolved};
 use ratekit_sim::RunOptions;
 use rayon::prelude::*;
 use std::path::PathBuf;
@@ -141,11 +141,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn simulate(r: &ratekit_sim::Resolved) -> anyhow::Result<RunResult> {
+fn simulate(r: &Resolved) -> anyhow::Result<RunResult> {
     let (summary, series) = ratekit_sim::run(r, None, RunOptions { keep_series: true, ..RunOptions::default() })?;
     let flows = || r.aggregates.iter().flat_map(|a| a.flows.iter());
     let classes = flows().map(|f| f.class).collect();
-    let end_ns = summary.simulated_s * 1e9;
+    let end_ns = summary.covered_s() * 1e9;
     // A CBR source sends at start, then every packet/rate (truncated to whole ns, as the
     // simulator's UdpSource does); a random start is not known here, so such flows get None.
     let udp_offered = flows()
@@ -196,7 +196,7 @@ flows = [
   { rtt = "10ms", class = 1, app = { kind = "lognormal", rate = "5mbit", sigma = 0.5, packet = 1500 } },
 ]
 "#;
-        let r = simulate(&ratekit_sim::parse(text, "test").unwrap()).unwrap();
+        let r = simulate(&ratekit_lab::scenario::parse(text, "test").unwrap()).unwrap();
         let v = |m: &str, class: u16, over: Option<u16>| {
             let sel = Selector { class: Some(class), ..Selector::default() };
             let over = over.map(|c| Selector { class: Some(c), ..Selector::default() });

@@ -6,8 +6,8 @@
 use crate::reproduce_spec::Selector;
 use anyhow::bail;
 use ratekit_core::metrics::{self, jain};
-use ratekit_sim::summary::ClassSummary;
-use ratekit_sim::{Series, Summary};
+use ratekit_lab::summary::{ClassSummary, Summary};
+use ratekit_sim::Series;
 
 /// One finished simulation, with what the metrics need to know about its flows.
 pub struct RunResult {
@@ -179,7 +179,7 @@ impl RunResult {
         let class = sel.class.unwrap_or(0);
         let agg = sel.aggregate;
         let aggs = self.summary.aggregates.iter().filter(move |a| agg.is_none_or(|x| x == a.id));
-        aggs.flat_map(move |a| a.classes.iter().filter(move |c| c.class == class))
+        aggs.flat_map(move |a| a.path.iter().flat_map(|p| &p.classes).filter(move |c| c.class == class))
     }
 
     fn class_delay(&self, stat: Stat, sel: &Selector) -> f64 {
@@ -377,7 +377,7 @@ impl RunResult {
             Metric::FctMean => {
                 let fcts: Vec<f64> = (0..self.summary.flows.len())
                     .filter(|&i| self.flow_matches(i, sel) && self.summary.flows[i].completed.is_some())
-                    .map(|i| self.summary.flows[i].fct_s.unwrap_or(self.summary.simulated_s))
+                    .map(|i| self.summary.flows[i].fct_s.unwrap_or(self.summary.covered_s()))
                     .collect();
                 if fcts.is_empty() {
                     f64::NAN
@@ -391,7 +391,7 @@ impl RunResult {
                     .aggregates
                     .iter()
                     .filter(|a| self.agg_matches(a.id as usize, sel))
-                    .map(|a| a.link_utilization)
+                    .filter_map(|a| a.path.as_ref().map(|p| p.link_utilization))
                     .collect();
                 if us.is_empty() {
                     f64::NAN
@@ -402,7 +402,7 @@ impl RunResult {
             Metric::FctSpread => {
                 let fcts: Vec<f64> = (0..self.summary.flows.len())
                     .filter(|&i| self.flow_matches(i, sel) && self.summary.flows[i].completed.is_some())
-                    .map(|i| self.summary.flows[i].fct_s.unwrap_or(self.summary.simulated_s))
+                    .map(|i| self.summary.flows[i].fct_s.unwrap_or(self.summary.covered_s()))
                     .collect();
                 let max = fcts.iter().cloned().fold(f64::NAN, f64::max);
                 let min = fcts.iter().cloned().fold(f64::NAN, f64::min);

@@ -127,11 +127,11 @@ impl ScenarioResult {
                     };
                     RunInfo {
                         label: j.label.clone(),
-                        simulated_s: r.summary.simulated_s,
+                        simulated_s: r.summary.covered_s(),
                         flows: r.summary.flows.len(),
                         aggregates: r.summary.aggregates.len(),
-                        events: r.summary.engine.events,
-                        wall_seconds: r.summary.engine.wall_seconds,
+                        events: r.summary.engine.as_ref().map_or(0, |e| e.events),
+                        wall_seconds: r.summary.engine.as_ref().map_or(0.0, |e| e.wall_seconds),
                         throughput_mean: m("throughput_mean"),
                         throughput_p99: m("throughput_p99"),
                         throughput_p999: m("throughput_p99.9"),

@@ -17,7 +17,7 @@ use ratekit_core::count_min::CountMin;
 use ratekit_core::fair_policer::{FairPolicer, FairPolicerConfig};
 use ratekit_core::units::NANOS_PER_SEC;
 use ratekit_core::{Bytes, Duration, Instant, Packet, Policer, Rate, Verdict};
-use ratekit_sim::summary::{EngineSummary, Summary};
+use ratekit_lab::summary::{EngineSummary, SimulatedTime, Summary};
 use serde::Deserialize;
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -204,11 +204,11 @@ pub fn run(name: &str, cfg: &SketchRun) -> anyhow::Result<RunResult> {
         name: name.to_string(),
         seed: cfg.seed,
         duration_s: cfg.duration.as_secs_f64(),
-        simulated_s: cfg.duration.as_secs_f64(),
-        interrupted: false,
+        simulated: Some(SimulatedTime { simulated_s: cfg.duration.as_secs_f64(), interrupted: false }),
+        testbed: None,
         flows: Vec::new(),
         aggregates: Vec::new(),
-        engine: EngineSummary { events: packets, wall_seconds, events_per_second: packets as f64 / wall_seconds.max(1e-9) },
+        engine: Some(EngineSummary { events: packets, wall_seconds, events_per_second: packets as f64 / wall_seconds.max(1e-9) }),
     };
     let sketch = SketchStats {
         errors,

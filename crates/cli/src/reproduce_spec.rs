@@ -212,7 +212,7 @@ pub struct Job {
 }
 
 pub enum Work {
-    Sim(Box<ratekit_sim::Resolved>),
+    Sim(Box<ratekit_lab::scenario::Resolved>),
     Sketch(SketchRun),
 }
 
@@ -382,7 +382,7 @@ pub fn jobs(files: &[Loaded], quick: bool) -> anyhow::Result<Vec<Job>> {
                     if let Some(t) = doc.as_table_mut() {
                         t.insert("name".into(), Value::String(name.clone()));
                     }
-                    Work::Sim(Box::new(ratekit_sim::scenario::from_value(doc, &what)?))
+                    Work::Sim(Box::new(ratekit_lab::scenario::from_value(doc, &what)?))
                 }
                 RunKind::Sketch => {
                     let s = SketchRun::deserialize(doc).with_context(|| format!("{what}: base"))?;

@@ -10,4 +10,6 @@ pub mod demo;
 pub mod progress;
 pub mod replay;
 pub mod replay_summary;
+pub mod scenario;
+pub mod summary;
 pub mod sweep;
