@@ -13,8 +13,9 @@ pub mod tcp;
 pub mod world;
 
 use ratekit_lab::scenario::Resolved;
+use ratekit_lab::series::Series;
 use ratekit_lab::summary::Summary;
-pub use world::run::{RunOptions, Series};
+pub use world::run::RunOptions;
 pub use world::World;
 
 /// Builds and runs a resolved scenario with `seed` (the scenario's own unless overridden).

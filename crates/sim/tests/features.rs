@@ -4,7 +4,8 @@
 //! a UDP source labelling a fraction of its datagrams with another class.
 
 use ratekit_lab::summary::Summary;
-use ratekit_sim::{RunOptions, Series};
+use ratekit_lab::series::Series;
+use ratekit_sim::RunOptions;
 
 fn run(text: &str) -> (Summary, Series) {
     let r = ratekit_lab::scenario::parse(text, "test.toml").unwrap_or_else(|e| panic!("{e}"));

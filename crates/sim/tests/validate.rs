@@ -10,7 +10,7 @@ fn scenario(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/validate").join(name)
 }
 
-fn run_text(text: &str, name: &str, keep_series: bool) -> (Summary, ratekit_sim::Series) {
+fn run_text(text: &str, name: &str, keep_series: bool) -> (Summary, ratekit_lab::series::Series) {
     let r = ratekit_lab::scenario::parse(text, name).unwrap_or_else(|e| panic!("{e}"));
     ratekit_sim::run(&r, None, RunOptions { keep_series, ..RunOptions::default() }).expect("run")
 }

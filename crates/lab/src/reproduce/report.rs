@@ -2,14 +2,15 @@
 //! (one JSON of plot data per figure, drawn to PNG and SVG by scripts/report.py, which is
 //! built into the binary and run with the system's python3 and matplotlib).
 
-use crate::reproduce_metrics::{Metric, RunResult, Span};
-use crate::reproduce_spec::{CdfData, Claim, FigureSpec, Job, PaperFile, Selector, Tolerance};
+use super::metrics::{Metric, RunResult, Span};
+use super::selector::Selector;
+use super::spec::{CdfData, Claim, FigureSpec, Job, PaperFile, Tolerance};
 use anyhow::Context;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
 
-const PLOT_SCRIPT: &str = include_str!("../../../scripts/report.py");
+const PLOT_SCRIPT: &str = include_str!("../../../../scripts/report.py");
 /// Points per CDF line: enough for the eye, small enough for an SVG.
 const CDF_POINTS: usize = 400;
 

@@ -3,11 +3,12 @@
 //! aggregate's throughput normalised by its rate over the non-zero windows, Jain's index per
 //! window over the flows with a non-zero rate (as the authors' harness does).
 
-use crate::reproduce_spec::Selector;
+use super::selector::Selector;
+use crate::scenario::{AppConfig, Resolved};
+use crate::series::Series;
+use crate::summary::{ClassSummary, Summary};
 use anyhow::bail;
 use ratekit_core::metrics::{self, jain};
-use ratekit_lab::summary::{ClassSummary, Summary};
-use ratekit_sim::Series;
 
 /// One finished simulation, with what the metrics need to know about its flows.
 pub struct RunResult {
@@ -19,7 +20,7 @@ pub struct RunResult {
     pub warmup_s: f64,
     /// UDP payload bytes each constant-bit-rate flow sent during the run (`None` for other flows).
     pub udp_offered: Vec<Option<f64>>,
-    /// Set for a `kind = "sketch"` run (reproduce_sketch.rs), which has no flows or windows.
+    /// Set for a `kind = "sketch"` run (sketch.rs), which has no flows or windows.
     pub sketch: Option<SketchStats>,
 }
 
@@ -162,6 +163,34 @@ pub struct Span {
 }
 
 impl RunResult {
+    /// A simulation of `r`, with what the metrics need to know about its flows.
+    pub fn simulated(r: &Resolved, summary: Summary, series: Series) -> Self {
+        let flows = || r.aggregates.iter().flat_map(|a| a.flows.iter());
+        let classes = flows().map(|f| f.class).collect();
+        let end_ns = summary.covered_s() * 1e9;
+        // A CBR source sends at start, then every packet/rate (truncated to whole ns, as the
+        // simulator's UdpSource does); a random start is not known here, so such flows get None.
+        let udp_offered = flows()
+            .map(|f| match f.app {
+                AppConfig::Cbr { rate, packet } if f.start_jitter.0 == 0 && end_ns > f.start.0 as f64 => {
+                    let gap = ((packet.0 as f64 * 1e9 / rate.0 as f64) as u64).max(1) as f64;
+                    let sent = ((end_ns - f.start.0 as f64) / gap).ceil();
+                    Some(sent * packet.0.saturating_sub(28) as f64)
+                }
+                _ => None,
+            })
+            .collect();
+        RunResult {
+            summary,
+            series,
+            classes,
+            window_s: r.scenario.measure.window.as_secs_f64(),
+            warmup_s: r.scenario.measure.warmup.as_secs_f64(),
+            udp_offered,
+            sketch: None,
+        }
+    }
+
     pub fn sketch(summary: Summary, stats: SketchStats) -> Self {
         RunResult {
             summary,
