@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The simulator against real Linux TCP, case by case (issue 14): every case of a grid runs in the
 testbed (`ratekit testbed run`, real TCP between namespaces through the kernel's tbf/htb or
-ratekit's tc-BPF / middlebox enforcers) and in the simulator (`ratekit sim` on the same scenario,
-converted by `ratekit testbed sim-scenario`), each several times with different seeds, and the
+ratekit's tc-BPF / middlebox enforcers) and in the simulator (`ratekit sim` on the same scenario file,
+checked and passed on by `ratekit testbed sim-scenario`), each several times with different seeds, and the
 differences are tabulated against the issue's targets.
 
 usage (as root): scripts/calibrate.py GRID.toml --out DIR [--runs N] [--only NAME[,NAME...]] [--quick] [--reuse]

@@ -1,16 +1,16 @@
 //! `ratekit reproduce [--quick] [--only NAME] --out DIR`: re-runs the papers' evaluations
 //! (scenarios/paper/*.toml) in the simulator, in parallel, computes every claim's metric and
 //! writes DIR/claims.json, DIR/report.md, DIR/report.html and DIR/figures/ (docs/reproduce.md).
+//! The reproduction is ratekit_lab::reproduce; this hands it the simulator and a progress bar.
 
-use crate::reproduce_metrics::{Metric, RunResult, Span};
-use crate::reproduce_report::{self, ClaimResult, ScenarioResult};
-use crate::reproduce_sketch;
-use crate::reproduce_spec::{self, Job, Work};
+use crate::progress_bar::Bar;
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressStyle};
-use ratekit_sim::app::AppConfig;
+use ratekit_lab::progress::{Progress, Silent};
+use ratekit_lab::reproduce::run::Reproduction;
+use ratekit_lab::scenario::Resolved;
+use ratekit_lab::series::Series;
+use ratekit_lab::summary::Summary;
 use ratekit_sim::RunOptions;
-use rayon::prelude::*;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -45,90 +45,24 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let wall = std::time::Instant::now();
-    let files = reproduce_spec::load_dir(&args.scenarios, &args.only)?;
-    let jobs = reproduce_spec::jobs(&files, args.quick)?;
+    let reproduction = Reproduction::load(&args.scenarios, &args.only, args.quick)?;
     if args.dry_run {
-        for j in &jobs {
+        for j in &reproduction.jobs {
             println!("{}", j.describe());
         }
-        let claims: usize = files.iter().map(|f| f.spec.claims.len()).sum();
-        println!("{} scenarios, {} runs, {claims} claims", files.len(), jobs.len());
+        println!("{} scenarios, {} runs, {} claims", reproduction.files.len(), reproduction.jobs.len(), reproduction.claims());
         return Ok(());
     }
     std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
-
-    // Progress in simulated flow-seconds, a fair proxy for the work left.
-    let cost = |j: &Job| j.cost();
-    let total: f64 = jobs.iter().map(cost).sum();
-    let pb = if args.quiet { ProgressBar::hidden() } else { ProgressBar::new(1000) };
-    pb.set_style(
-        ProgressStyle::with_template("reproduce [{elapsed_precise}] {wide_bar} {percent}% eta {eta} {msg}").expect("static template"),
-    );
-    let done = std::sync::Mutex::new(0.0f64);
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(args.threads.unwrap_or(0)).build()?;
-    // Largest first, so the last job to finish is a short one.
-    let mut order: Vec<usize> = (0..jobs.len()).collect();
-    order.sort_by(|&a, &b| cost(&jobs[b]).total_cmp(&cost(&jobs[a])));
-    let mut results: Vec<Option<anyhow::Result<RunResult>>> = (0..jobs.len()).map(|_| None).collect();
-    let computed: Vec<(usize, anyhow::Result<RunResult>)> = pool.install(|| {
-        order
-            .par_iter()
-            .map(|&i| {
-                let j = &jobs[i];
-                let r = match &j.work {
-                    Work::Sim(r) => simulate(r),
-                    Work::Sketch(s) => reproduce_sketch::run(&j.name, s),
-                }
-                .with_context(|| j.name.clone());
-                let mut d = done.lock().expect("progress lock");
-                *d += cost(j);
-                pb.set_position((*d / total * 1000.0) as u64);
-                pb.set_message(j.name.clone());
-                (i, r)
-            })
-            .collect()
-    });
-    pb.finish_and_clear();
-    for (i, r) in computed {
-        results[i] = Some(r);
-    }
-    let results: Vec<RunResult> = results.into_iter().map(|r| r.expect("every job ran")).collect::<anyhow::Result<_>>()?;
-
-    let scenarios: Vec<ScenarioResult> = files
-        .iter()
-        .enumerate()
-        .map(|(fi, f)| {
-            let runs: Vec<(&Job, &RunResult)> = jobs.iter().zip(&results).filter(|(j, _)| j.file == fi).collect();
-            let find = |label: &Option<String>| -> &RunResult {
-                match label {
-                    Some(l) => runs.iter().find(|(j, _)| &j.label == l).expect("labels checked on load").1,
-                    None => runs[0].1,
-                }
-            };
-            let claims = f
-                .spec
-                .claims
-                .iter()
-                .map(|c| {
-                    let metric = Metric::parse(&c.metric).expect("checked on load");
-                    let span = Span { from: c.from, to: c.to };
-                    let mut v = find(&c.run).value(metric, &c.select, c.over.as_ref(), span);
-                    if c.over_run.is_some() {
-                        v /= find(&c.over_run).value(metric, &c.select, c.over.as_ref(), span);
-                    }
-                    ClaimResult::new(c, v)
-                })
-                .collect();
-            ScenarioResult::new(&f.name, &f.spec, args.quick, claims, runs)
-        })
-        .collect();
-    let outcome = reproduce_report::write(&args.out, &scenarios, args.quick, wall.elapsed().as_secs_f64())?;
+    let progress: Box<dyn Progress> =
+        if args.quiet { Box::new(Silent) } else { Box::new(Bar::new("reproduce [{elapsed_precise}] {wide_bar} {percent}% eta {eta} {msg}")) };
+    let outcome = reproduction.run(&args.out, args.threads, &simulate, progress.as_ref())?;
     eprintln!(
         "{} of {} claims hold over {} scenarios ({} simulations, {:.0} s); report: {}",
         outcome.passed,
         outcome.claims,
-        scenarios.len(),
-        jobs.len(),
+        reproduction.files.len(),
+        reproduction.jobs.len(),
         wall.elapsed().as_secs_f64(),
         args.out.join("report.md").display()
     );
@@ -141,38 +75,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn simulate(r: &ratekit_sim::Resolved) -> anyhow::Result<RunResult> {
-    let (summary, series) = ratekit_sim::run(r, None, RunOptions { keep_series: true, ..RunOptions::default() })?;
-    let flows = || r.aggregates.iter().flat_map(|a| a.flows.iter());
-    let classes = flows().map(|f| f.class).collect();
-    let end_ns = summary.simulated_s * 1e9;
-    // A CBR source sends at start, then every packet/rate (truncated to whole ns, as the
-    // simulator's UdpSource does); a random start is not known here, so such flows get None.
-    let udp_offered = flows()
-        .map(|f| match f.app {
-            AppConfig::Cbr { rate, packet } if f.start_jitter.0 == 0 && end_ns > f.start.0 as f64 => {
-                let gap = ((packet.0 as f64 * 1e9 / rate.0 as f64) as u64).max(1) as f64;
-                let sent = ((end_ns - f.start.0 as f64) / gap).ceil();
-                Some(sent * packet.0.saturating_sub(28) as f64)
-            }
-            _ => None,
-        })
-        .collect();
-    Ok(RunResult {
-        summary,
-        series,
-        classes,
-        window_s: r.scenario.measure.window.as_secs_f64(),
-        warmup_s: r.scenario.measure.warmup.as_secs_f64(),
-        udp_offered,
-        sketch: None,
-    })
+fn simulate(r: &Resolved, seed: u64) -> anyhow::Result<(Summary, Series)> {
+    Ok(ratekit_sim::run(r, Some(seed), RunOptions { keep_series: true, ..RunOptions::default() })?)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reproduce_spec::Selector;
+    use ratekit_lab::reproduce::metrics::{Metric, RunResult, Span};
+    use ratekit_lab::reproduce::selector::Selector;
 
     /// Two random (LogNormal) UDP sources of 5 Mbit/s each, classes 0 and 1, into a 5 Mbit/s
     /// tbf-style FIFO of 50 KB: half of each class is dropped and every sent packet waits
@@ -196,7 +107,9 @@ flows = [
   { rtt = "10ms", class = 1, app = { kind = "lognormal", rate = "5mbit", sigma = 0.5, packet = 1500 } },
 ]
 "#;
-        let r = simulate(&ratekit_sim::parse(text, "test").unwrap()).unwrap();
+        let resolved = ratekit_lab::scenario::parse(text, "test").unwrap();
+        let (summary, series) = simulate(&resolved, resolved.scenario.seed).unwrap();
+        let r = RunResult::simulated(&resolved, summary, series);
         let v = |m: &str, class: u16, over: Option<u16>| {
             let sel = Selector { class: Some(class), ..Selector::default() };
             let over = over.map(|c| Selector { class: Some(c), ..Selector::default() });

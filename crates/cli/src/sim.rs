@@ -4,6 +4,8 @@
 use ratekit_lab::sweep as sim_sweep;
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
+use ratekit_lab::scenario;
+use ratekit_lab::summary::{SimulatedTime, Summary};
 use ratekit_sim::RunOptions;
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
@@ -57,7 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let file = args.scenario.display().to_string();
     let text = std::fs::read_to_string(&args.scenario).with_context(|| format!("reading {file}"))?;
     // Validate the file as written first: its errors carry the field's position.
-    let base = ratekit_sim::parse(&text, &file)?;
+    let base = scenario::parse(&text, &file)?;
     let value: toml::Value = toml::from_str(&text).with_context(|| format!("{file}"))?;
     let points = sim_sweep::expand(&value).map_err(|e| anyhow::anyhow!("{file}: sweep: {e}"))?;
 
@@ -84,8 +86,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .with_context(|| format!("writing results to {}", args.out.display()))?;
         pb.finish_and_clear();
         report(&args.out, &summary);
-        if summary.interrupted {
-            bail!("interrupted at {:.2} s of {:.2} s; partial results kept in {}", summary.simulated_s, summary.duration_s, args.out.display());
+        if let Some(SimulatedTime { simulated_s, interrupted: true }) = summary.simulated {
+            bail!("interrupted at {simulated_s:.2} s of {:.2} s; partial results kept in {}", summary.duration_s, args.out.display());
         }
         return Ok(());
     }
@@ -94,11 +96,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let resolved: Vec<_> = points
         .iter()
         .enumerate()
-        .map(|(i, p)| ratekit_sim::scenario::from_value(p.value.clone(), &format!("{file} (sweep point {i})")))
+        .map(|(i, p)| scenario::from_value(p.value.clone(), &format!("{file} (sweep point {i})")))
         .collect::<Result<_, _>>()?;
     let pool = rayon::ThreadPoolBuilder::new().num_threads(args.threads.unwrap_or(0)).build()?;
     let pb = bar(points.len() as u64, args.quiet, "sweep");
-    let results: Vec<anyhow::Result<(PathBuf, ratekit_sim::Summary)>> = pool.install(|| {
+    let results: Vec<anyhow::Result<(PathBuf, Summary)>> = pool.install(|| {
         resolved
             .par_iter()
             .enumerate()
@@ -120,8 +122,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut interrupted = false;
     for (p, res) in points.iter().zip(results) {
         let (dir, s) = res?;
-        interrupted |= s.interrupted;
-        index.push(serde_json::json!({ "values": p.assignments, "dir": dir, "interrupted": s.interrupted }));
+        let point_interrupted = s.simulated.is_some_and(|t| t.interrupted);
+        interrupted |= point_interrupted;
+        index.push(serde_json::json!({ "values": p.assignments, "dir": dir, "interrupted": point_interrupted }));
     }
     std::fs::write(args.out.join("sweep.json"), serde_json::to_string_pretty(&index)? + "\n")?;
     eprintln!("{} sweep points written to {}", index.len(), args.out.display());
@@ -131,14 +134,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn report(out: &Path, s: &ratekit_sim::Summary) {
+fn report(out: &Path, s: &Summary) {
+    let engine = s.engine.as_ref().expect("the simulator reports its engine");
     eprintln!(
         "{} flows, {} aggregates; {} events in {:.2} s ({:.2} M events/s); results in {}",
         s.flows.len(),
         s.aggregates.len(),
-        s.engine.events,
-        s.engine.wall_seconds,
-        s.engine.events_per_second / 1e6,
+        engine.events,
+        engine.wall_seconds,
+        engine.events_per_second / 1e6,
         out.display()
     );
 }

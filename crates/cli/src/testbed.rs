@@ -16,8 +16,11 @@ enum Action {
     /// enforcer, write summary.json (the same fields as `ratekit sim`) and windows.csv, and tear
     /// everything down, also on error or Ctrl-C. Needs root.
     Run {
-        /// Scenario TOML: a `ratekit sim` scenario plus a [testbed] table (enforcer_at = "middlebox",
-        /// "tc", "tbf" or "htb"; pcap = true for a sender-side capture).
+        /// Scenario TOML: a `ratekit sim` scenario with an optional [testbed] table (enforcer_at =
+        /// "middlebox", "tc", "tbf" or "htb"; pcap = true for a sender-side capture). Keys of the
+        /// simulated path (link_rate, buffer, host_rate, secondary, start_jitter) are ignored; what
+        /// the testbed cannot run (a cc other than cubic/reno/bbr, lognormal or Pareto apps, stop,
+        /// via, customer, pacing, several RTTs) is an error naming the field.
         scenario: PathBuf,
         /// Output directory.
         #[arg(long)]
@@ -28,23 +31,26 @@ enum Action {
     },
     /// Delete namespaces left behind by testbed runs that were killed with SIGKILL.
     Sweep,
-    /// Print the scenario without its [testbed] table: the same experiment for `ratekit sim`.
+    /// Print the scenario as `ratekit sim` reads it, after checking it. The simulator reads the
+    /// testbed's file as is (it ignores the [testbed] table), so this prints the file unchanged;
+    /// it stays for scripts that convert explicitly (scripts/calibrate.py).
     SimScenario { scenario: PathBuf },
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.action {
         Action::Run { scenario, out, duration } => {
-            let mut sc = testbed::scenario::load(&scenario)?;
+            let mut plan = testbed::plan::load(&scenario)?;
+            let sc = &mut plan.resolved.scenario;
             if let Some(d) = duration {
                 let d = ratekit_core::units::parse_duration(&d).context("--duration")?;
-                anyhow::ensure!(d > sc.scenario.measure.warmup, "--duration must be longer than measure.warmup");
-                sc.scenario.duration = d;
+                anyhow::ensure!(d > sc.measure.warmup, "--duration must be longer than measure.warmup");
+                sc.duration = d;
             }
-            if sc.scenario.name.is_empty() {
-                sc.scenario.name = scenario.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            if sc.name.is_empty() {
+                sc.name = scenario.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
             }
-            let summary = testbed::run(&sc, &out, |msg| eprintln!("testbed: {msg}"))?;
+            let summary = testbed::run(&plan, &out, |msg| eprintln!("testbed: {msg}"))?;
             for a in &summary.aggregates {
                 println!(
                     "aggregate {}: {}  throughput/rate mean {:.3} p99 {:.3}  Jain {:.3}  drop rate {:.4}  shares {:?}",
@@ -54,16 +60,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     a.p99_normalized_throughput,
                     a.mean_jain,
                     a.drop_rate,
-                    a.shares.iter().map(|s| (s * 1000.0).round() / 1000.0).collect::<Vec<_>>()
+                    a.shares.iter().flatten().map(|s| (s * 1000.0).round() / 1000.0).collect::<Vec<_>>()
                 );
             }
             println!("wrote {}", out.join("summary.json").display());
         }
         Action::SimScenario { scenario } => {
             let text = std::fs::read_to_string(&scenario).with_context(|| format!("reading {}", scenario.display()))?;
-            let mut table: toml::Table = text.parse().with_context(|| format!("parsing {}", scenario.display()))?;
-            table.remove("testbed");
-            print!("{}", toml::to_string(&table)?);
+            ratekit_lab::scenario::parse(&text, &scenario.display().to_string())?;
+            print!("{text}");
         }
         Action::Sweep => {
             for ns in ratekit_dataplane::netns::sweep_stale() {

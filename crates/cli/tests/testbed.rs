@@ -48,7 +48,7 @@ fn run_ok(scenario: &Path, out: &Path) -> serde_json::Value {
 }
 
 /// The aggregate of two CUBIC flows is held near 10 Mbit/s by each placement, and the summary
-/// has the fields `ratekit sim` writes.
+/// has the fields `ratekit sim` writes, its own `testbed` section and none of the simulator's.
 #[test]
 #[ignore = "needs root: network namespaces, AF_PACKET and tc; scripts/test.sh runs it with --include-ignored as root"]
 fn placements_hold_the_rate() {
@@ -77,6 +77,13 @@ fn placements_hold_the_rate() {
         if placement != "htb" {
             assert!(agg["drop_rate"].as_f64().unwrap() > 0.0, "{placement}: a policer under CUBIC must drop");
         }
+        assert_eq!(s["testbed"]["enforcer_at"], placement);
+        assert!(s["testbed"]["sender_tcp"]["Tcp.OutSegs"].as_u64().unwrap() > 0, "{placement}: {s:#}");
+        assert_eq!(agg["shares"].as_array().map(Vec::len), Some(2), "{placement}");
+        for sim_only in ["engine", "simulated_s", "interrupted"] {
+            assert!(s.get(sim_only).is_none(), "{placement}: {sim_only} in a testbed summary");
+        }
+        assert!(agg.get("classes").is_none() && s["flows"][0].get("retransmits").is_none(), "{placement}: {s:#}");
         let flows = s["flows"].as_array().unwrap();
         assert_eq!(flows.len(), 2);
         for f in flows {
@@ -211,6 +218,25 @@ fn bad_scenarios_are_named() {
     let o = Command::new(env!("CARGO_BIN_EXE_ratekit")).args(["testbed", "run"]).arg(&sc).arg("--out").arg(&dir).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("flows[0].rtt"), "{err}");
+    // What only the simulator can run is refused before any namespace is built, naming the field.
+    let cannot = [
+        ("[[aggregates.flows]]\ncc = \"vegas\"\nrtt = \"10ms\"\n", "aggregates[0].flows[0].cc"),
+        ("[[aggregates.flows]]\nrtt = \"10ms\"\napp = { kind = \"lognormal\", rate = \"1mbit\" }\n", "aggregates[0].flows[0].app.kind"),
+        ("[[aggregates.flows]]\nrtt = \"10ms\"\nstop = \"2s\"\n", "aggregates[0].flows[0].stop"),
+    ];
+    for (flows, field) in cannot {
+        let sc = scenario(&dir, "middlebox", "kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = 25000", flows, "4s", false);
+        let o = Command::new(env!("CARGO_BIN_EXE_ratekit")).args(["testbed", "run"]).arg(&sc).arg("--out").arg(&dir).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(field), "{field}: {err}");
+    }
+    // Simulator-only keys are ignored, and `sim-scenario` hands the simulator the same file.
+    let sim_keys = "link_rate = \"100mbit\"\nbuffer = \"50kb\"\n[[aggregates.flows]]\ncc = \"bbr\"\nrtt = \"10ms\"\nstart_jitter = \"10ms\"\n";
+    let sc = scenario(&dir, "middlebox", "kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = 25000", sim_keys, "4s", false);
+    let o = Command::new(env!("CARGO_BIN_EXE_ratekit")).args(["testbed", "sim-scenario"]).arg(&sc).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), std::fs::read_to_string(&sc).unwrap());
+    ratekit_dataplane::testbed::plan::load(&sc).unwrap_or_else(|e| panic!("{e}"));
     assert!(!dir.join("summary.json").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -68,7 +68,7 @@ fn check_config(config: &str) -> PyResult<(String, bool)> {
 #[pyo3(signature = (scenario, name, out_dir, seed=None))]
 fn simulate(py: Python<'_>, scenario: &str, name: &str, out_dir: PathBuf, seed: Option<u64>) -> PyResult<String> {
     py.allow_threads(|| {
-        let resolved = ratekit_sim::parse(scenario, name).map_err(value_error)?;
+        let resolved = ratekit_lab::scenario::parse(scenario, name).map_err(value_error)?;
         let opts = ratekit_sim::RunOptions { out_dir: Some(&out_dir), stop: None, progress: None, keep_series: false };
         let (summary, _) = ratekit_sim::run(&resolved, seed, opts).map_err(|e| PyOSError::new_err(e.to_string()))?;
         serde_json::to_string(&summary).map_err(value_error)

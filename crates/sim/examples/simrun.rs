@@ -5,7 +5,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let path = args.next().expect("usage: simrun SCENARIO.toml [SEED]");
     let seed = args.next().map(|s| s.parse().expect("seed is an integer"));
-    let r = ratekit_sim::load(std::path::Path::new(&path)).unwrap_or_else(|e| {
+    let r = ratekit_lab::scenario::load(std::path::Path::new(&path)).unwrap_or_else(|e| {
         eprintln!("error: {e}");
         std::process::exit(1)
     });

@@ -1,4 +1,4 @@
-//! Applications: what a flow has to send and when.
+//! Applications as the simulator runs them (their `app` table is ratekit_lab's `AppConfig`).
 //! TCP: backlogged, finite (one transfer; flow completion time at the receiver), on-off
 //! (messages and gaps drawn from exponential or Pareto distributions; each message is sent once
 //! the previous one is fully acknowledged and the gap has passed; messages are whole segments).
@@ -9,107 +9,8 @@ use crate::engine::{ComponentId, Wakeup};
 use crate::packet::{Kind, Pkt, MSS, NO_SACK};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use ratekit_core::{Bytes, Duration, Rate};
-use serde::Deserialize;
+use ratekit_lab::scenario::{AppConfig, Dist};
 use std::cell::Cell;
-
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Dist {
-    Exp,
-    Pareto,
-}
-
-/// The `app` table of a flow.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum AppConfig {
-    Backlogged,
-    Finite {
-        size: Bytes,
-    },
-    OnOff {
-        /// Mean message size.
-        mean_size: Bytes,
-        /// Mean gap between a message's completion and the next one.
-        mean_gap: Duration,
-        #[serde(default = "default_dist")]
-        size_dist: Dist,
-        #[serde(default = "default_dist")]
-        gap_dist: Dist,
-        /// Pareto shape α (> 1); default 1.5.
-        #[serde(default = "default_shape")]
-        shape: f64,
-    },
-    /// UDP at a constant bit rate.
-    Cbr {
-        rate: Rate,
-        #[serde(default = "default_datagram")]
-        packet: Bytes,
-    },
-    /// UDP with LogNormal inter-arrival times of mean packet/rate and log-space σ (default 1).
-    /// A fraction `class_fraction` of the datagrams, drawn independently per datagram, carries
-    /// `other_class` instead of the flow's class: one stream whose classes share its bursts, as
-    /// 004 §V-A3a labels packets ABE at random.
-    Lognormal {
-        rate: Rate,
-        #[serde(default = "default_sigma")]
-        sigma: f64,
-        #[serde(default = "default_datagram")]
-        packet: Bytes,
-        #[serde(default)]
-        class_fraction: f64,
-        #[serde(default)]
-        other_class: u16,
-    },
-}
-
-fn default_dist() -> Dist {
-    Dist::Exp
-}
-fn default_shape() -> f64 {
-    1.5
-}
-fn default_sigma() -> f64 {
-    1.0
-}
-fn default_datagram() -> Bytes {
-    Bytes(1500)
-}
-
-impl AppConfig {
-    pub fn is_udp(&self) -> bool {
-        matches!(self, AppConfig::Cbr { .. } | AppConfig::Lognormal { .. })
-    }
-
-    /// (fraction, class) of the datagrams labelled with another class than the flow's, if any.
-    pub fn class_fraction(&self) -> Option<(f64, u16)> {
-        match *self {
-            AppConfig::Lognormal { class_fraction, other_class, .. } if class_fraction > 0.0 => Some((class_fraction, other_class)),
-            _ => None,
-        }
-    }
-
-    pub fn is_finite(&self) -> bool {
-        matches!(self, AppConfig::Finite { .. })
-    }
-
-    pub fn validate(&self) -> Result<(), String> {
-        match self {
-            AppConfig::OnOff { shape, .. } if *shape <= 1.0 => Err("shape: a Pareto shape must be > 1".into()),
-            AppConfig::Lognormal { sigma, .. } if !(*sigma >= 0.0 && sigma.is_finite()) => {
-                Err("sigma: must be a finite number ≥ 0".into())
-            }
-            AppConfig::Lognormal { class_fraction, .. } if !(0.0..=1.0).contains(class_fraction) => {
-                Err("class_fraction: must be a fraction in [0, 1]".into())
-            }
-            AppConfig::Cbr { packet, .. } | AppConfig::Lognormal { packet, .. } if packet.0 < 28 || packet.0 > 65535 => {
-                Err("packet: a datagram is 28..65535 bytes".into())
-            }
-            _ => Ok(()),
-        }
-    }
-}
 
 pub fn sample(dist: Dist, mean: f64, shape: f64, rng: &mut ChaCha8Rng) -> f64 {
     let u: f64 = 1.0 - rng.gen::<f64>(); // (0, 1]

@@ -1,5 +1,6 @@
 //! ratekit-sim: a deterministic packet-level discrete-event simulator with TCP models that
-//! follow Linux, driving ratekit-core's enforcers. See docs/simulator.md.
+//! follow Linux, driving ratekit-core's enforcers. It reads ratekit-lab's scenario and writes
+//! its summary. See docs/simulator.md.
 
 pub mod app;
 pub mod cc;
@@ -7,15 +8,14 @@ pub mod ctx;
 pub mod engine;
 pub mod net;
 pub mod packet;
-pub mod scenario;
 pub mod stats;
-pub mod summary;
 pub mod tcp;
 pub mod world;
 
-pub use scenario::{load, parse, Resolved, ScenarioError};
-pub use summary::Summary;
-pub use world::run::{RunOptions, Series};
+use ratekit_lab::scenario::Resolved;
+use ratekit_lab::series::Series;
+use ratekit_lab::summary::Summary;
+pub use world::run::RunOptions;
 pub use world::World;
 
 /// Builds and runs a resolved scenario with `seed` (the scenario's own unless overridden).

@@ -1,8 +1,7 @@
 //! What the run counts as it goes: per-aggregate counters and the statistics at the enforcement
 //! points, each able to report itself as its part of summary.json.
 
-use crate::summary::{AggSummary, ClassSummary};
-use ratekit_core::metrics::{mean, percentile};
+use ratekit_lab::summary::{ClassSummary, EnforcerCounts, PathCounts};
 
 /// Per-aggregate counters, shared by the elements that see the aggregate's packets.
 #[derive(Debug, Clone, Copy, Default)]
@@ -16,25 +15,12 @@ pub struct AggCounters {
 }
 
 impl AggCounters {
-    /// The window statistics and counters; `link_utilization` and `classes` start empty.
-    pub fn summary(self, id: u32, rate_bps: f64, enforcer: &str, norm: &mut [f64], jain: &[f64]) -> AggSummary {
-        norm.sort_by(f64::total_cmp);
-        AggSummary {
-            id,
-            rate_bps,
-            enforcer: enforcer.to_string(),
-            mean_normalized_throughput: mean(norm),
-            p99_normalized_throughput: percentile(norm, 0.99),
-            p999_normalized_throughput: percentile(norm, 0.999),
-            drop_rate: if self.arrivals > 0 { self.enforcer_drops as f64 / self.arrivals as f64 } else { 0.0 },
-            mean_jain: mean(jain),
-            arrivals: self.arrivals,
-            enforcer_drops: self.enforcer_drops,
-            queue_drops: self.queue_drops,
-            random_losses: self.random_losses,
-            link_utilization: 0.0,
-            classes: Vec::new(),
-        }
+    pub fn enforcer_counts(&self) -> EnforcerCounts {
+        EnforcerCounts { arrivals: self.arrivals, drops: self.enforcer_drops }
+    }
+
+    pub fn path_counts(&self, link_utilization: f64, classes: Vec<ClassSummary>) -> PathCounts {
+        PathCounts { queue_drops: self.queue_drops, random_losses: self.random_losses, link_utilization, classes }
     }
 }
 

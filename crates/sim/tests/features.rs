@@ -3,10 +3,12 @@
 //! enforcement point, flow stop times, pacing, wire-arrival bytes, customers and `via` routes,
 //! a UDP source labelling a fraction of its datagrams with another class.
 
-use ratekit_sim::{RunOptions, Series, Summary};
+use ratekit_lab::summary::Summary;
+use ratekit_lab::series::Series;
+use ratekit_sim::RunOptions;
 
 fn run(text: &str) -> (Summary, Series) {
-    let r = ratekit_sim::parse(text, "test.toml").unwrap_or_else(|e| panic!("{e}"));
+    let r = ratekit_lab::scenario::parse(text, "test.toml").unwrap_or_else(|e| panic!("{e}"));
     ratekit_sim::run(&r, None, RunOptions { keep_series: true, ..RunOptions::default() }).expect("run")
 }
 
@@ -30,8 +32,8 @@ fn queue_sojourn_times_and_counts_per_class_and_flow() {
         flows = [{ rtt = "10ms", class = 3, app = { kind = "cbr", rate = "12mbit", packet = 1500 } }]
     "#);
     let a = &s.aggregates[0];
-    assert_eq!(a.classes.len(), 1);
-    let c = &a.classes[0];
+    assert_eq!(a.path.as_ref().unwrap().classes.len(), 1);
+    let c = &a.path.as_ref().unwrap().classes[0];
     assert_eq!(c.class, 3);
     assert_eq!(c.arrivals, 2000);
     assert_eq!(c.drops, 0);
@@ -46,9 +48,9 @@ fn queue_sojourn_times_and_counts_per_class_and_flow() {
         assert!(close(got, want, 0.012), "delay {got} ms, expected {want}");
     }
     let f = &s.flows[0];
-    assert_eq!((f.enforcer_arrivals, f.enforcer_drops), (2000, 0));
-    assert_eq!(f.queue_delay_mean_ms, c.delay_mean_ms);
-    assert_eq!(f.queue_delay_p99_ms, c.delay_p99_ms);
+    assert_eq!((f.counts.as_ref().unwrap().enforcer_arrivals, f.counts.as_ref().unwrap().enforcer_drops), (2000, 0));
+    assert_eq!(f.counts.as_ref().unwrap().queue_delay_mean_ms, c.delay_mean_ms);
+    assert_eq!(f.counts.as_ref().unwrap().queue_delay_p99_ms, c.delay_p99_ms);
 }
 
 /// A policer has no queue (sojourn 0); drops are charged to the flow and class that lost them;
@@ -71,17 +73,17 @@ fn policer_counts_after_the_warmup_with_zero_sojourn() {
     "#);
     let a = &s.aggregates[0];
     let per_s = |mbit: f64| mbit * 1e6 / 12_000.0;
-    for (c, f, mbit) in [(&a.classes[0], &s.flows[0], 4.0), (&a.classes[1], &s.flows[1], 16.0)] {
+    for (c, f, mbit) in [(&a.path.as_ref().unwrap().classes[0], &s.flows[0], 4.0), (&a.path.as_ref().unwrap().classes[1], &s.flows[1], 16.0)] {
         let want = 2.0 * per_s(mbit);
         assert!((c.arrivals as f64 - want).abs() <= 2.0, "class {} arrivals {} vs {want}", c.class, c.arrivals);
         assert_eq!(c.arrivals, c.sent + c.drops);
-        assert_eq!((f.enforcer_arrivals, f.enforcer_drops), (c.arrivals, c.drops));
-        assert_eq!((c.delay_max_ms, f.queue_delay_p99_ms), (0.0, 0.0));
+        assert_eq!((f.counts.as_ref().unwrap().enforcer_arrivals, f.counts.as_ref().unwrap().enforcer_drops), (c.arrivals, c.drops));
+        assert_eq!((c.delay_max_ms, f.counts.as_ref().unwrap().queue_delay_p99_ms), (0.0, 0.0));
     }
     // The bucket passes 10 Mbit/s of the 20 offered.
-    let sent: u64 = a.classes.iter().map(|c| c.sent).sum();
+    let sent: u64 = a.path.as_ref().unwrap().classes.iter().map(|c| c.sent).sum();
     assert!(close(sent as f64, 2.0 * per_s(10.0), 0.01), "sent {sent}");
-    assert!(a.classes[1].drops > a.classes[0].drops);
+    assert!(a.path.as_ref().unwrap().classes[1].drops > a.path.as_ref().unwrap().classes[0].drops);
 }
 
 /// `stop`: a CBR source sends its last datagram just before the stop (one per ms from 0 to
@@ -106,15 +108,15 @@ fn flows_stop_offering_data_at_their_stop_time() {
         ]
     "#);
     let udp = &s.flows[0];
-    assert_eq!(udp.enforcer_arrivals, 1000);
-    assert_eq!(udp.delivered_bytes, (udp.enforcer_arrivals - udp.enforcer_drops) * 1472);
+    assert_eq!(udp.counts.as_ref().unwrap().enforcer_arrivals, 1000);
+    assert_eq!(udp.delivered_bytes, (udp.counts.as_ref().unwrap().enforcer_arrivals - udp.counts.as_ref().unwrap().enforcer_drops) * 1472);
     let window_of = |t: f64| (t / 0.1).round() as usize; // window w covers [w·0.1, (w+1)·0.1)
     let bytes = |flow: usize, from: f64, to: f64| -> f64 {
         (window_of(from)..window_of(to)).map(|w| series.goodput_bps[w][flow]).sum::<f64>()
     };
     // The policer drops (20 Mbit/s offered beyond CBR's 12): the bulk flow repairs losses after
     // its stop, and is silent from 1.6 s on; the on-off flow is silent from 2.6 s on.
-    assert!(s.flows[1].retransmits > 0);
+    assert!(s.flows[1].counts.as_ref().unwrap().retransmits > 0);
     assert!(bytes(1, 0.5, 1.0) > 0.0 && bytes(1, 1.0, 1.6) > 0.0);
     assert_eq!(bytes(1, 1.6, 4.0), 0.0);
     assert!(bytes(2, 1.5, 2.0) > 0.0);
@@ -176,7 +178,7 @@ fn wire_bytes_count_receiver_arrivals_per_window() {
     for f in 0..2 {
         let wire: u64 = series.wire_bytes.iter().map(|r| r[f]).sum();
         assert!(wire >= s.flows[f].delivered_bytes && wire < s.flows[f].delivered_bytes + 2_000_000, "flow {f}: {wire}");
-        assert!(s.flows[f].retransmits > 0);
+        assert!(s.flows[f].counts.as_ref().unwrap().retransmits > 0);
     }
     // In-order delivery is burstier than arrivals.
     let max = |v: &dyn Fn(usize) -> f64| (0..series.wire_bytes.len()).map(v).fold(0.0, f64::max);
@@ -212,7 +214,7 @@ fn customers_share_one_queue_and_are_told_apart() {
     let (same, _) = run(&text(1, 1));
     assert!((0.45..0.55).contains(&share(&apart)), "{}", share(&apart));
     assert!(share(&same) < 0.3, "{}", share(&same));
-    assert!(apart.aggregates[0].link_utilization > 0.97 && apart.aggregates[0].link_utilization <= 1.0);
+    assert!(apart.aggregates[0].path.as_ref().unwrap().link_utilization > 0.97 && apart.aggregates[0].path.as_ref().unwrap().link_utilization <= 1.0);
 }
 
 /// `via`: a flow of aggregate A (10 Mbit/s) that crosses B (4 Mbit/s) is held to B's rate,
@@ -244,12 +246,12 @@ fn via_routes_a_flow_through_bottlenecks_in_series() {
     let total = s.flows[0].mean_goodput_bps + s.flows[1].mean_goodput_bps;
     assert!(close(total, 4e6 * 0.965, 0.05), "{total}");
     assert!(s.flows[0].mean_goodput_bps > 1e6 && s.flows[1].mean_goodput_bps > 1e6);
-    assert!(b.link_utilization > 0.95, "{}", b.link_utilization);
-    assert!(a.link_utilization < 0.3, "{}", a.link_utilization);
-    let classes = |x: &ratekit_sim::summary::AggSummary| x.classes.iter().map(|c| c.class).collect::<Vec<_>>();
+    assert!(b.path.as_ref().unwrap().link_utilization > 0.95, "{}", b.path.as_ref().unwrap().link_utilization);
+    assert!(a.path.as_ref().unwrap().link_utilization < 0.3, "{}", a.path.as_ref().unwrap().link_utilization);
+    let classes = |x: &ratekit_lab::summary::AggSummary| x.path.as_ref().unwrap().classes.iter().map(|c| c.class).collect::<Vec<_>>();
     assert_eq!((classes(a), classes(b)), (vec![1], vec![1, 2]));
-    assert_eq!(s.flows[0].enforcer_arrivals, a.classes[0].arrivals);
-    assert!(b.classes[0].arrivals > 0 && b.classes[0].arrivals <= a.classes[0].sent);
+    assert_eq!(s.flows[0].counts.as_ref().unwrap().enforcer_arrivals, a.path.as_ref().unwrap().classes[0].arrivals);
+    assert!(b.path.as_ref().unwrap().classes[0].arrivals > 0 && b.path.as_ref().unwrap().classes[0].arrivals <= a.path.as_ref().unwrap().classes[0].sent);
 }
 
 /// 100 Mbit/s of 1500-byte LogNormal datagrams (8333/s, 16 667 in 2 s), a quarter labelled
@@ -271,7 +273,7 @@ fn class_fraction_labels_a_share_of_one_stream() {
     "#);
     assert_eq!(s.flows.len(), 1, "the relabelled datagrams are no flow of their own");
     let a = &s.aggregates[0];
-    let by = |k: u16| a.classes.iter().find(|c| c.class == k).unwrap_or_else(|| panic!("no class {k}: {:?}", a.classes));
+    let by = |k: u16| a.path.as_ref().unwrap().classes.iter().find(|c| c.class == k).unwrap_or_else(|| panic!("no class {k}: {:?}", a.path.as_ref().unwrap().classes));
     let (c0, c1) = (by(0), by(1));
     let total = c0.arrivals + c1.arrivals;
     assert!((16_000..=17_300).contains(&total), "{total} datagrams (expected ≈ 16 667)");
@@ -279,7 +281,7 @@ fn class_fraction_labels_a_share_of_one_stream() {
     assert!((share - 0.25).abs() < 0.015, "class 1 share {share}");
     assert_eq!(c0.drops + c1.drops, 0);
     let f = &s.flows[0];
-    assert_eq!(f.enforcer_arrivals, c0.arrivals);
+    assert_eq!(f.counts.as_ref().unwrap().enforcer_arrivals, c0.arrivals);
     // Both classes reach the receiver: all sent datagrams but those still in the 5 ms pipe
     // at the end (≈ 42 at 8333/s, more in a burst), far fewer than class 1's ≈ 4167.
     assert_eq!(f.delivered_bytes % 1472, 0);

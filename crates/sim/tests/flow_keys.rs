@@ -24,7 +24,7 @@ fn shares_a_queue(seed: u64) -> bool {
         flows = [{{ rtt = "10ms", count = 4, app = {{ kind = "cbr", rate = "4mbit", packet = 1500 }} }}]
         "#
     );
-    let r = ratekit_sim::parse(&text, "flow_keys.toml").unwrap_or_else(|e| panic!("{e}"));
+    let r = ratekit_lab::scenario::parse(&text, "flow_keys.toml").unwrap_or_else(|e| panic!("{e}"));
     let (s, _) = ratekit_sim::run(&r, None, RunOptions::default()).expect("run");
     let rates: Vec<f64> = s.flows.iter().map(|f| f.mean_goodput_bps / 1e6).collect();
     rates.iter().any(|&r| r < 2.0)

@@ -2,15 +2,16 @@
 //! wrong model fails. Every run is seeded; durations are the scenario files' own (each run
 //! takes well under a second of CPU except where noted).
 
-use ratekit_sim::{RunOptions, Summary};
+use ratekit_lab::summary::Summary;
+use ratekit_sim::RunOptions;
 use std::path::PathBuf;
 
 fn scenario(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/validate").join(name)
 }
 
-fn run_text(text: &str, name: &str, keep_series: bool) -> (Summary, ratekit_sim::Series) {
-    let r = ratekit_sim::parse(text, name).unwrap_or_else(|e| panic!("{e}"));
+fn run_text(text: &str, name: &str, keep_series: bool) -> (Summary, ratekit_lab::series::Series) {
+    let r = ratekit_lab::scenario::parse(text, name).unwrap_or_else(|e| panic!("{e}"));
     ratekit_sim::run(&r, None, RunOptions { keep_series, ..RunOptions::default() }).expect("run")
 }
 
@@ -131,11 +132,11 @@ fn cubic_window_follows_rfc9438() {
 #[test]
 fn runs_are_deterministic_per_seed() {
     let text = std::fs::read_to_string(scenario("policer-bbr-vs-cubic.toml")).unwrap().replace("60s", "5s").replace("warmup = \"5s\"", "warmup = \"1s\"");
-    let r = ratekit_sim::parse(&text, "x").unwrap();
+    let r = ratekit_lab::scenario::parse(&text, "x").unwrap();
     let a = ratekit_sim::run(&r, Some(7), RunOptions::default()).unwrap().0;
     let b = ratekit_sim::run(&r, Some(7), RunOptions::default()).unwrap().0;
     let c = ratekit_sim::run(&r, Some(8), RunOptions::default()).unwrap().0;
-    let key = |s: &Summary| (s.engine.events, s.flows.iter().map(|f| f.delivered_bytes).collect::<Vec<_>>());
+    let key = |s: &Summary| (s.engine.as_ref().unwrap().events, s.flows.iter().map(|f| f.delivered_bytes).collect::<Vec<_>>());
     assert_eq!(key(&a), key(&b));
     assert_ne!(key(&a), key(&c), "the seed must matter (BBR's gain-cycle phase is random)");
 }

@@ -14,7 +14,7 @@
 //! BPF attachments), a signal handler deletes them on SIGINT/SIGTERM/SIGHUP, tcpdump dies with
 //! us (PR_SET_PDEATHSIG), and a later run sweeps namespaces of a SIGKILLed one.
 
-pub mod scenario;
+pub mod plan;
 pub mod summary;
 pub mod tcp_counters;
 pub mod traffic;
@@ -25,7 +25,9 @@ use crate::netns::{self, veth_pair, Netns};
 use crate::pipeline::PipelineConfig;
 use crate::tc::Direction;
 use ratekit_core::EnforcerConfig;
-use scenario::{Placement, Resolved};
+use plan::Plan;
+use ratekit_lab::scenario::{Placement, ScenarioError};
+use ratekit_lab::summary::{EnforcerCounts, Summary};
 use std::net::Ipv4Addr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,7 +41,7 @@ pub fn receiver_addr(aggregate: u32) -> Ipv4Addr {
 #[derive(Debug, thiserror::Error)]
 pub enum TestbedError {
     #[error("{0}")]
-    Scenario(#[from] scenario::ScenarioError),
+    Scenario(#[from] ScenarioError),
     #[error("{0}")]
     Netns(#[from] netns::NetnsError),
     #[error("tc-BPF: {0}")]
@@ -57,30 +59,17 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> TestbedError {
     move |source| TestbedError::Io { what, source }
 }
 
-/// Enforcer counters, whichever enforcer ran.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct EnforcerCounts {
-    pub arrivals: u64,
-    pub drops: u64,
-}
-
 /// Runs `sc` and writes summary.json (and windows.csv, sender.pcap) into `out`.
-pub fn run(sc: &Resolved, out: &Path, progress: impl Fn(&str)) -> Result<summary::Summary, TestbedError> {
+pub fn run(plan: &Plan, out: &Path, progress: impl Fn(&str)) -> Result<Summary, TestbedError> {
     netns::install_signal_cleanup();
     for stale in netns::sweep_stale() {
         progress(&format!("removed stale namespace {stale}"));
     }
     std::fs::create_dir_all(out).map_err(io(format!("creating {}", out.display())))?;
+    let sc = &plan.resolved;
     let s = &sc.scenario;
     let placement = s.testbed.enforcer_at;
     let first = &sc.aggregates[0];
-    if sc.aggregates.iter().any(|a| a.loss != first.loss || a.enforcer.kind() != first.enforcer.kind()) {
-        return Err(TestbedError::Scenario(scenario::ScenarioError {
-            file: s.name.clone(),
-            field: "aggregates".into(),
-            message: "the testbed runs one enforcer config and loss for all aggregates".into(),
-        }));
-    }
 
     progress("building namespaces");
     let snd = Netns::create("snd")?;
@@ -102,13 +91,13 @@ pub fn run(sc: &Resolved, out: &Path, progress: impl Fn(&str)) -> Result<summary
             bpf = Some(policer);
         }
         Placement::Tbf => {
-            let EnforcerConfig::TokenBucket(c) = &first.enforcer else { unreachable!("checked by the scenario") };
+            let EnforcerConfig::TokenBucket(c) = &first.enforcer else { unreachable!("checked by the plan") };
             // A queue of one MTU: tbf then drops what finds no tokens, as a policer does.
             mb.exec(&["tc", "qdisc", "add", "dev", "mb-r", "root", "tbf", "rate", &format!("{}bit", c.rate.bits_per_sec()),
                 "burst", &c.burst.0.to_string(), "limit", "1514"])?;
         }
         Placement::Htb => {
-            let EnforcerConfig::Fifo(c) = &first.enforcer else { unreachable!("checked by the scenario") };
+            let EnforcerConfig::Fifo(c) = &first.enforcer else { unreachable!("checked by the plan") };
             let rate = format!("{}bit", c.rate.bits_per_sec());
             mb.exec(&["tc", "qdisc", "add", "dev", "mb-r", "root", "handle", "1:", "htb", "default", "1"])?;
             mb.exec(&["tc", "class", "add", "dev", "mb-r", "parent", "1:", "classid", "1:1", "htb", "rate", &rate, "ceil", &rate,
@@ -122,8 +111,8 @@ pub fn run(sc: &Resolved, out: &Path, progress: impl Fn(&str)) -> Result<summary
     let mb_stop = Arc::new(AtomicBool::new(false));
     let pipeline = PipelineConfig {
         enforcer: (placement == Placement::Middlebox).then(|| first.enforcer.clone()),
-        delay: ratekit_core::Duration(sc.rtt.0 / 2),
-        loss: first.loss,
+        delay: ratekit_core::Duration(plan.rtt.0 / 2),
+        loss: first.cfg.loss,
         seed: s.seed,
         link_rate: match first.enforcer.kind() {
             "red" | "cpq" | "dscd" => Some(first.rate),
@@ -154,7 +143,7 @@ pub fn run(sc: &Resolved, out: &Path, progress: impl Fn(&str)) -> Result<summary
     let window = Duration::from_nanos(s.measure.window.0);
     let windows = (duration.as_nanos() / window.as_nanos()) as usize + 1;
     let t0 = Instant::now() + Duration::from_millis(300);
-    let rec = Arc::new(traffic::Recorder::new(t0, window, sc.flows.len(), windows + 8));
+    let rec = Arc::new(traffic::Recorder::new(t0, window, plan.flows.len(), windows + 8));
     let mut receivers = Vec::new();
     for a in &sc.aggregates {
         let (tx, rx) = std::sync::mpsc::channel();
@@ -170,9 +159,9 @@ pub fn run(sc: &Resolved, out: &Path, progress: impl Fn(&str)) -> Result<summary
     }
 
     let tcp_before = tcp_counters::read(&snd)?;
-    progress(&format!("running {} flows for {:.1} s", sc.flows.len(), duration.as_secs_f64()));
+    progress(&format!("running {} flows for {:.1} s", plan.flows.len(), duration.as_secs_f64()));
     let end = t0 + duration;
-    let senders: Vec<_> = sc
+    let senders: Vec<_> = plan
         .flows
         .iter()
         .map(|f| {
@@ -190,7 +179,7 @@ pub fn run(sc: &Resolved, out: &Path, progress: impl Fn(&str)) -> Result<summary
         }
     }
     // In-flight data still drains for an RTT or so; the windows after `end` are not used.
-    std::thread::sleep(Duration::from_millis(200) + Duration::from_nanos(sc.rtt.0 * 2));
+    std::thread::sleep(Duration::from_millis(200) + Duration::from_nanos(plan.rtt.0 * 2));
     let sender_tcp = tcp_counters::delta(&tcp_before, &tcp_counters::read(&snd)?);
     stop.store(true, Ordering::Relaxed);
     for r in receivers {
@@ -229,8 +218,8 @@ pub fn run(sc: &Resolved, out: &Path, progress: impl Fn(&str)) -> Result<summary
         }
         Placement::Tbf | Placement::Htb => vec![qdisc_counts(&mb, "mb-r")?],
     };
-    let summary = summary::build(sc, &rec, &counts, &mb_report, sender_tcp);
-    summary::write(&summary, &rec, sc, out).map_err(io(format!("writing results to {}", out.display())))?;
+    let summary = summary::build(plan, &rec, &counts, &mb_report, sender_tcp);
+    summary::write(&summary, &rec, plan, out).map_err(io(format!("writing results to {}", out.display())))?;
     drop(bpf);
     Ok(summary)
 }

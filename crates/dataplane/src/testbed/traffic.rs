@@ -5,9 +5,10 @@
 //! 8-byte header (magic, flow id) so the receiver knows whose bytes it counts; UDP datagrams
 //! carry the same header.
 
-use super::scenario::{App, Flow};
+use super::plan::Flow;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use ratekit_lab::scenario::AppConfig;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -18,6 +19,7 @@ use std::time::{Duration, Instant};
 const MAGIC: u32 = 0x524b_5442; // "RKTB"
 pub const TCP_PORT: u16 = 5001;
 pub const UDP_PORT: u16 = 5002;
+const IP_UDP_HEADERS: usize = 28;
 
 /// Per-flow byte counts per window, filled by the receiver.
 pub struct Recorder {
@@ -191,13 +193,13 @@ pub fn send(flow: &Flow, dst: Ipv4Addr, t0: Instant, end: Instant, seed: u64, st
         return Ok(());
     }
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (flow.id as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    if let App::Cbr { rate, packet } = &flow.app {
+    if let AppConfig::Cbr { rate, packet } = &flow.app {
         let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).map_err(io("udp bind"))?;
         set_dscp(&sock, flow.class).map_err(io("IP_TOS"))?;
-        let size = (packet.0 as usize).clamp(8, 65000);
-        let mut buf = vec![0u8; size];
+        // `packet` is the IP datagram, as in the simulator: the rate counts IP bytes.
+        let mut buf = vec![0u8; packet.0 as usize - IP_UDP_HEADERS];
         buf[..8].copy_from_slice(&header(flow.id));
-        let gap = Duration::from_nanos(rate.time_to_send(size as u64).0);
+        let gap = Duration::from_nanos(rate.time_to_send(packet.0).0);
         let mut next = Instant::now();
         while Instant::now() < end && !stop.load(Ordering::Relaxed) {
             let _ = sock.send_to(&buf, SocketAddr::from((dst, UDP_PORT)));
@@ -211,7 +213,7 @@ pub fn send(flow: &Flow, dst: Ipv4Addr, t0: Instant, end: Instant, seed: u64, st
     let remaining = end.saturating_duration_since(Instant::now());
     let mut conn = TcpStream::connect_timeout(&SocketAddr::from((dst, TCP_PORT)), remaining.max(Duration::from_millis(1)))
         .map_err(io("connect"))?;
-    set_cc(&conn, flow.id, flow.cc.linux_name())?;
+    set_cc(&conn, flow.id, flow.cc.as_str())?;
     set_dscp(&conn, flow.class).map_err(io("IP_TOS"))?;
     conn.set_write_timeout(Some(Duration::from_millis(50))).map_err(io("SO_SNDTIMEO"))?;
     conn.write_all(&header(flow.id)).map_err(io("write"))?;
@@ -231,8 +233,8 @@ pub fn send(flow: &Flow, dst: Ipv4Addr, t0: Instant, end: Instant, seed: u64, st
         Ok(true)
     };
     match &flow.app {
-        App::Backlogged => while write(&mut conn, u64::MAX)? {},
-        App::Finite { size } => {
+        AppConfig::Backlogged => while write(&mut conn, u64::MAX)? {},
+        AppConfig::Finite { size } => {
             if write(&mut conn, size.0)? {
                 let _ = conn.shutdown(std::net::Shutdown::Write);
                 // Keep the socket open until the receiver has everything (or the run ends).
@@ -241,7 +243,8 @@ pub fn send(flow: &Flow, dst: Ipv4Addr, t0: Instant, end: Instant, seed: u64, st
                 while Instant::now() < end && !stop.load(Ordering::Relaxed) && !matches!(conn.read(&mut b), Ok(0)) {}
             }
         }
-        App::OnOff { mean_size, mean_gap } => loop {
+        // Exponential sizes and gaps: the plan refuses Pareto ones.
+        AppConfig::OnOff { mean_size, mean_gap, .. } => loop {
             let size = (-(1.0 - rng.gen::<f64>()).ln() * mean_size.0 as f64).ceil().max(1.0) as u64;
             if !write(&mut conn, size)? {
                 break;
@@ -256,7 +259,7 @@ pub fn send(flow: &Flow, dst: Ipv4Addr, t0: Instant, end: Instant, seed: u64, st
                 break;
             }
         },
-        App::Cbr { .. } => unreachable!(),
+        AppConfig::Cbr { .. } | AppConfig::Lognormal { .. } => unreachable!("UDP sent above; lognormal refused by the plan"),
     }
     Ok(())
 }

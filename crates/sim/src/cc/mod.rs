@@ -10,29 +10,7 @@ pub mod reno;
 pub mod vegas;
 
 pub use conn::{CaState, Conn, RateSample};
-use serde::{Deserialize, Serialize};
-
-/// Which congestion control a flow runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CcKind {
-    #[serde(alias = "newreno")]
-    Reno,
-    Cubic,
-    Bbr,
-    Vegas,
-}
-
-impl CcKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CcKind::Reno => "reno",
-            CcKind::Cubic => "cubic",
-            CcKind::Bbr => "bbr",
-            CcKind::Vegas => "vegas",
-        }
-    }
-}
+use ratekit_lab::scenario::CcKind;
 
 /// Enum dispatch over the models (a closed set; style.md practice 3).
 pub enum Cc {

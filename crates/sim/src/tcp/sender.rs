@@ -676,8 +676,8 @@ impl TcpSender {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cc::CcKind;
     use crate::tcp::receiver::TcpReceiver;
+    use ratekit_lab::scenario::CcKind;
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
 

@@ -7,13 +7,13 @@ use crate::ctx::Ctx;
 use crate::engine::{ComponentId, EventList};
 use crate::net::{EnforcementPoint, Link, Pipe};
 use crate::packet::Pool;
-use crate::scenario::Resolved;
 use crate::stats::{AggCounters, EnfStats, FlowEnf};
 use crate::tcp::receiver::TcpReceiver;
 use crate::tcp::sender::TcpSender;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use ratekit_core::Enforcer;
+use ratekit_lab::scenario::{AppConfig, Resolved};
 
 /// A flow's routes before the `via` hops are known: its data route, where the `via` hops go in
 /// it, the `via` aggregate ids, and its ACK route.
@@ -126,7 +126,7 @@ impl World {
                     start_ns,
                     sender,
                     receiver,
-                    continuous: matches!(f.app, crate::app::AppConfig::Backlogged | crate::app::AppConfig::Finite { .. }),
+                    continuous: matches!(f.app, AppConfig::Backlogged | AppConfig::Finite { .. }),
                     finite: f.app.is_finite(),
                     stop_ns: stop_ns.unwrap_or(u64::MAX),
                 });

@@ -1,8 +1,8 @@
 //! Turning what the run counted into the summary: per flow, per aggregate and the engine's speed.
 
 use super::{Comp, World};
-use crate::scenario::Resolved;
-use crate::summary::{AggSummary, EngineSummary, FlowSummary, Summary};
+use ratekit_lab::scenario::Resolved;
+use ratekit_lab::summary::{AggSummary, EngineSummary, FlowCounts, FlowSummary, SimulatedTime, Summary};
 
 /// Per aggregate, what the windows after the warm-up contributed.
 pub(super) struct WindowSamples {
@@ -59,12 +59,14 @@ impl World {
                     fct_s: fct,
                     completed: m.finite.then_some(fct.is_some()),
                     delivered_bytes: bytes,
-                    retransmits: retx,
-                    timeouts: rto,
-                    enforcer_arrivals: self.ctx.enf.flows[id].arrivals,
-                    enforcer_drops: self.ctx.enf.flows[id].drops,
-                    queue_delay_mean_ms: self.ctx.enf.flows[id].delay.mean_ms(),
-                    queue_delay_p99_ms: self.ctx.enf.flows[id].delay.percentile_ms(0.99),
+                    counts: Some(FlowCounts {
+                        retransmits: retx,
+                        timeouts: rto,
+                        enforcer_arrivals: self.ctx.enf.flows[id].arrivals,
+                        enforcer_drops: self.ctx.enf.flows[id].drops,
+                        queue_delay_mean_ms: self.ctx.enf.flows[id].delay.mean_ms(),
+                        queue_delay_p99_ms: self.ctx.enf.flows[id].delay.percentile_ms(0.99),
+                    }),
                 }
             })
             .collect();
@@ -74,10 +76,10 @@ impl World {
                 let measured_s = sim_end.saturating_sub(warmup) as f64 * 1e-9;
                 let capacity = r.aggregates[a].cfg.link_rate.bits_per_sec() as f64 / 8.0 * measured_s;
                 let utilization = if capacity > 0.0 { c.link_bytes as f64 / capacity } else { 0.0 };
+                let (norm, jain) = (&mut samples.norm[a], &samples.jain[a]);
                 AggSummary {
-                    link_utilization: utilization,
-                    classes: self.ctx.enf.class_summaries(a),
-                    ..c.summary(a as u32, self.agg_rates_bps[a], self.agg_kinds[a], &mut samples.norm[a], &samples.jain[a])
+                    path: Some(c.path_counts(utilization, self.ctx.enf.class_summaries(a))),
+                    ..AggSummary::from_windows(a as u32, self.agg_rates_bps[a], self.agg_kinds[a].to_string(), norm, jain, c.enforcer_counts())
                 }
             })
             .collect();
@@ -85,15 +87,15 @@ impl World {
             name: r.scenario.name.clone(),
             seed,
             duration_s: end as f64 * 1e-9,
-            simulated_s: sim_end as f64 * 1e-9,
-            interrupted,
+            simulated: Some(SimulatedTime { simulated_s: sim_end as f64 * 1e-9, interrupted }),
+            testbed: None,
             flows,
             aggregates,
-            engine: EngineSummary {
+            engine: Some(EngineSummary {
                 events,
                 wall_seconds: wall_s,
                 events_per_second: if wall_s > 0.0 { events as f64 / wall_s } else { 0.0 },
-            },
+            }),
         }
     }
 }

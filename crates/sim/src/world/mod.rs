@@ -14,12 +14,12 @@ mod measure;
 pub mod run;
 
 use crate::app::UdpSource;
-use crate::cc::CcKind;
 use crate::ctx::Ctx;
 use crate::engine::ComponentId;
 use crate::net::{EnforcementPoint, Link, Pipe};
 use crate::tcp::receiver::TcpReceiver;
 use crate::tcp::sender::TcpSender;
+use ratekit_lab::scenario::CcKind;
 
 /// Small variants inline, big ones boxed: the component array is walked in event order, so
 /// its footprint decides the cache misses per event.

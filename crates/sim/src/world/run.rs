@@ -4,9 +4,10 @@ use super::measure::WindowSamples;
 use super::{Comp, World};
 use crate::engine::ComponentId;
 use crate::packet::{Kind, HEADER};
-use crate::scenario::Resolved;
 use crate::stats::AggCounters;
-use crate::summary::{self, Summary};
+use ratekit_lab::scenario::Resolved;
+use ratekit_lab::series::Series;
+use ratekit_lab::summary::{self, Summary};
 use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,20 +23,6 @@ pub struct RunOptions<'a> {
     pub progress: Option<&'a mut dyn FnMut(f64)>,
     /// Per-flow cwnd samples at every window boundary are kept in memory for tests.
     pub keep_series: bool,
-}
-
-/// Per-window samples, kept when `keep_series` is set.
-#[derive(Debug, Clone, Default)]
-pub struct Series {
-    /// [window][flow] goodput in bits/s.
-    pub goodput_bps: Vec<Vec<f64>>,
-    /// [window][flow] cwnd in segments (0 for UDP).
-    pub cwnd: Vec<Vec<u32>>,
-    /// [window][aggregate] normalised throughput.
-    pub normalized: Vec<Vec<f64>>,
-    /// [window][flow] payload bytes that arrived at the receiver, in order or not, duplicates
-    /// included (what a capture at the receiver counts; UDP: as goodput).
-    pub wire_bytes: Vec<Vec<u64>>,
 }
 
 impl World {

@@ -3,8 +3,11 @@
 //! fields of it (one per enforcer or parameter value), `[quick]` overrides for `--quick`, the
 //! `[[claims]]` with the paper's number and a tolerance fixed before any run, and `[[figures]]`.
 
-use crate::reproduce_sketch::SketchRun;
-use ratekit_lab::sweep as sim_sweep;
+use super::metrics::Metric;
+use super::selector::Selector;
+use super::sketch::SketchRun;
+use crate::scenario::{self, Resolved};
+use crate::sweep as sim_sweep;
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -28,7 +31,7 @@ pub struct PaperFile {
     #[serde(default)]
     pub quick: toml::Table,
     /// A simulation scenario (docs/simulator.md) every run starts from, or with
-    /// `kind = "sketch"` a `reproduce_sketch::SketchRun`.
+    /// `kind = "sketch"` a `sketch::SketchRun`.
     pub base: Value,
     /// Without runs the base is run once, labelled "main".
     #[serde(default)]
@@ -43,7 +46,7 @@ pub struct PaperFile {
 pub enum RunKind {
     #[default]
     Sim,
-    /// 001 Fig. 11: count-min accuracy under FairPolicer (reproduce_sketch.rs).
+    /// 001 Fig. 11: count-min accuracy under FairPolicer (sketch.rs).
     Sketch,
 }
 
@@ -63,21 +66,6 @@ pub struct RunSpec {
     /// Left out with `--quick` (claims and figures must not need it there).
     #[serde(default)]
     pub full_only: bool,
-}
-
-/// Which flows a metric looks at. Empty = all flows.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct Selector {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cc: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub class: Option<u16>,
-    /// Flow ids (in the order flows are listed, aggregates first to last).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub flows: Option<Vec<u32>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub aggregate: Option<u32>,
 }
 
 /// The claim holds when every given bound holds for ratekit's number v against the paper's p:
@@ -128,7 +116,7 @@ impl Tolerance {
 #[serde(deny_unknown_fields)]
 pub struct Claim {
     pub name: String,
-    /// See `reproduce_metrics::Metric` (e.g. "throughput_p99", "jain_mean", "share").
+    /// See `metrics::Metric` (e.g. "throughput_p99", "jain_mean", "share").
     pub metric: String,
     /// The run measured (default: the only run).
     #[serde(default)]
@@ -212,7 +200,7 @@ pub struct Job {
 }
 
 pub enum Work {
-    Sim(Box<ratekit_sim::Resolved>),
+    Sim(Box<Resolved>),
     Sketch(SketchRun),
 }
 
@@ -292,7 +280,7 @@ fn check(spec: &PaperFile) -> anyhow::Result<()> {
     for (i, c) in spec.claims.iter().enumerate() {
         known(&format!("claims[{i}].run"), &c.run)?;
         known(&format!("claims[{i}].over_run"), &c.over_run)?;
-        crate::reproduce_metrics::Metric::parse(&c.metric).with_context(|| format!("claims[{i}].metric"))?;
+        Metric::parse(&c.metric).with_context(|| format!("claims[{i}].metric"))?;
         let t = &c.tolerance;
         if t.abs.is_none() && t.rel.is_none() && t.min.is_none() && t.max.is_none() {
             bail!("claims[{i}].tolerance: give at least one of abs, rel, min, max");
@@ -310,7 +298,7 @@ fn check(spec: &PaperFile) -> anyhow::Result<()> {
             }
             FigureSpec::Timeseries { run, .. } => known(&format!("figures[{i}].run"), &Some(run.clone()))?,
             FigureSpec::Metric { metric, .. } => {
-                crate::reproduce_metrics::Metric::parse(metric).with_context(|| format!("figures[{i}].metric"))?;
+                Metric::parse(metric).with_context(|| format!("figures[{i}].metric"))?;
             }
             _ => {}
         }
@@ -382,7 +370,7 @@ pub fn jobs(files: &[Loaded], quick: bool) -> anyhow::Result<Vec<Job>> {
                     if let Some(t) = doc.as_table_mut() {
                         t.insert("name".into(), Value::String(name.clone()));
                     }
-                    Work::Sim(Box::new(ratekit_sim::scenario::from_value(doc, &what)?))
+                    Work::Sim(Box::new(scenario::from_value(doc, &what)?))
                 }
                 RunKind::Sketch => {
                     let s = SketchRun::deserialize(doc).with_context(|| format!("{what}: base"))?;

@@ -1,6 +1,13 @@
-//! summary.json: per flow, per aggregate (000 §6.1's metrics over the measurement windows) and
-//! the engine's speed.
+//! summary.json, one shape for the simulator and the testbed: per flow and per aggregate
+//! (000 §6.1's metrics over the measurement windows), plus what only one of them can report as
+//! optional sections left out when absent (the simulator's engine and enforcement-point
+//! statistics, the testbed's placement and kernel counters).
 
+mod testbed;
+
+pub use testbed::TestbedSection;
+
+use ratekit_core::metrics::{mean, percentile};
 use serde::Serialize;
 use std::path::Path;
 
@@ -9,12 +16,29 @@ pub struct Summary {
     pub name: String,
     pub seed: u64,
     pub duration_s: f64,
+    #[serde(flatten)]
+    pub simulated: Option<SimulatedTime>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub testbed: Option<TestbedSection>,
+    pub flows: Vec<FlowSummary>,
+    pub aggregates: Vec<AggSummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineSummary>,
+}
+
+impl Summary {
+    /// Seconds the run covered: its duration, unless a simulation was interrupted.
+    pub fn covered_s(&self) -> f64 {
+        self.simulated.map_or(self.duration_s, |t| t.simulated_s)
+    }
+}
+
+/// How far a simulation got: a run stopped from outside still writes its summary.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct SimulatedTime {
     /// Less than `duration_s` when the run was interrupted.
     pub simulated_s: f64,
     pub interrupted: bool,
-    pub flows: Vec<FlowSummary>,
-    pub aggregates: Vec<AggSummary>,
-    pub engine: EngineSummary,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -32,6 +56,14 @@ pub struct FlowSummary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub completed: Option<bool>,
     pub delivered_bytes: u64,
+    /// Per-flow TCP and enforcer counts, which the simulator sees and the testbed does not
+    /// (Linux counts per namespace: `TestbedSection::sender_tcp`).
+    #[serde(flatten)]
+    pub counts: Option<FlowCounts>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FlowCounts {
     pub retransmits: u64,
     pub timeouts: u64,
     /// At the flow's own aggregate's enforcer, after the warm-up: packets that reached it and
@@ -60,6 +92,16 @@ pub struct AggSummary {
     pub mean_jain: f64,
     pub arrivals: u64,
     pub enforcer_drops: u64,
+    #[serde(flatten)]
+    pub path: Option<PathCounts>,
+    /// Testbed: each flow's share of the aggregate's delivered bytes after warm-up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shares: Option<Vec<f64>>,
+}
+
+/// What the simulator counts along an aggregate's modelled path.
+#[derive(Debug, Clone, Serialize)]
+pub struct PathCounts {
     pub queue_drops: u64,
     pub random_losses: u64,
     /// IP bytes the aggregate's link sent after the warm-up / what it could have sent.
@@ -91,6 +133,37 @@ pub struct EngineSummary {
     pub events_per_second: f64,
 }
 
+/// The enforcer's counts after the warm-up.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EnforcerCounts {
+    pub arrivals: u64,
+    pub drops: u64,
+}
+
+impl AggSummary {
+    /// The window statistics (`norm`: normalised throughput of the windows where it was
+    /// non-zero, sorted here; `jain`: Jain's index of the windows with active flows) and the
+    /// enforcer's counts; the optional sections start empty.
+    pub fn from_windows(id: u32, rate_bps: f64, enforcer: String, norm: &mut [f64], jain: &[f64], counts: EnforcerCounts) -> Self {
+        norm.sort_by(f64::total_cmp);
+        AggSummary {
+            id,
+            rate_bps,
+            enforcer,
+            mean_normalized_throughput: mean(norm),
+            p99_normalized_throughput: percentile(norm, 0.99),
+            p999_normalized_throughput: percentile(norm, 0.999),
+            drop_rate: if counts.arrivals > 0 { counts.drops as f64 / counts.arrivals as f64 } else { 0.0 },
+            mean_jain: mean(jain),
+            arrivals: counts.arrivals,
+            enforcer_drops: counts.drops,
+            path: None,
+            shares: None,
+        }
+    }
+}
+
+/// Writes `s` to `path` through a temporary file, so a reader never sees half of it.
 pub fn write(s: &Summary, path: &Path) -> std::io::Result<()> {
     let tmp = path.with_extension("json.tmp");
     std::fs::write(&tmp, serde_json::to_string_pretty(s).map_err(std::io::Error::other)? + "\n")?;

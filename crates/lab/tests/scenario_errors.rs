@@ -1,7 +1,7 @@
 //! Impossible scenarios are rejected before running, and every error names the file and field.
 
-fn err(text: &str) -> ratekit_sim::ScenarioError {
-    match ratekit_sim::parse(text, "bad.toml") {
+fn err(text: &str) -> ratekit_lab::scenario::ScenarioError {
+    match ratekit_lab::scenario::parse(text, "bad.toml") {
         Ok(_) => panic!("accepted:\n{text}"),
         Err(e) => e,
     }
@@ -19,7 +19,7 @@ flows = [{ cc = "bbr", rtt = "10ms" }]
 
 #[test]
 fn the_reference_scenario_is_valid() {
-    let r = ratekit_sim::parse(GOOD, "good.toml").unwrap();
+    let r = ratekit_lab::scenario::parse(GOOD, "good.toml").unwrap();
     assert_eq!(r.aggregates[0].rate.bits_per_sec(), 10_000_000, "rate defaults to the enforcer's");
 }
 
@@ -52,7 +52,7 @@ fn errors_name_file_and_field() {
 
 #[test]
 fn a_missing_file_is_named() {
-    let Err(e) = ratekit_sim::load(std::path::Path::new("/nonexistent/x.toml")) else { panic!("loaded") };
+    let Err(e) = ratekit_lab::scenario::load(std::path::Path::new("/nonexistent/x.toml")) else { panic!("loaded") };
     assert!(e.to_string().contains("/nonexistent/x.toml"), "{e}");
 }
 
@@ -65,7 +65,7 @@ fn via_names_single_existing_aggregates_once() {
         )
     };
     let ok = two("name = \"a\"\nflows = [{ rtt = \"10ms\", via = [\"b\"] }]", "name = \"b\"\nflows = [{ rtt = \"10ms\" }]");
-    let r = ratekit_sim::parse(&ok, "ok.toml").unwrap();
+    let r = ratekit_lab::scenario::parse(&ok, "ok.toml").unwrap();
     assert_eq!(r.aggregates[0].flows[0].via, vec![1]);
     let cases = [
         ("unknown name", two("flows = [{ rtt = \"10ms\", via = [\"c\"] }]", "name = \"b\"\nflows = [{ rtt = \"10ms\" }]"), "aggregates[0].flows[0].via", "no aggregate"),

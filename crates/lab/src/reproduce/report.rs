@@ -2,14 +2,15 @@
 //! (one JSON of plot data per figure, drawn to PNG and SVG by scripts/report.py, which is
 //! built into the binary and run with the system's python3 and matplotlib).
 
-use crate::reproduce_metrics::{Metric, RunResult, Span};
-use crate::reproduce_spec::{CdfData, Claim, FigureSpec, Job, PaperFile, Selector, Tolerance};
+use super::metrics::{Metric, RunResult, Span};
+use super::selector::Selector;
+use super::spec::{CdfData, Claim, FigureSpec, Job, PaperFile, Tolerance};
 use anyhow::Context;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
 
-const PLOT_SCRIPT: &str = include_str!("../../../scripts/report.py");
+const PLOT_SCRIPT: &str = include_str!("../../../../scripts/report.py");
 /// Points per CDF line: enough for the eye, small enough for an SVG.
 const CDF_POINTS: usize = 400;
 
@@ -127,11 +128,11 @@ impl ScenarioResult {
                     };
                     RunInfo {
                         label: j.label.clone(),
-                        simulated_s: r.summary.simulated_s,
+                        simulated_s: r.summary.covered_s(),
                         flows: r.summary.flows.len(),
                         aggregates: r.summary.aggregates.len(),
-                        events: r.summary.engine.events,
-                        wall_seconds: r.summary.engine.wall_seconds,
+                        events: r.summary.engine.as_ref().map_or(0, |e| e.events),
+                        wall_seconds: r.summary.engine.as_ref().map_or(0.0, |e| e.wall_seconds),
                         throughput_mean: m("throughput_mean"),
                         throughput_p99: m("throughput_p99"),
                         throughput_p999: m("throughput_p99.9"),

@@ -9,7 +9,8 @@
 //! The reference must reach the same verdict as the core on every packet (a cross-check of the
 //! core's data path); a disagreement is an error, not a result.
 
-use crate::reproduce_metrics::{RunResult, SketchStats};
+use super::metrics::{RunResult, SketchStats};
+use crate::summary::{EngineSummary, SimulatedTime, Summary};
 use anyhow::bail;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -17,7 +18,6 @@ use ratekit_core::count_min::CountMin;
 use ratekit_core::fair_policer::{FairPolicer, FairPolicerConfig};
 use ratekit_core::units::NANOS_PER_SEC;
 use ratekit_core::{Bytes, Duration, Instant, Packet, Policer, Rate, Verdict};
-use ratekit_sim::summary::{EngineSummary, Summary};
 use serde::Deserialize;
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -204,11 +204,11 @@ pub fn run(name: &str, cfg: &SketchRun) -> anyhow::Result<RunResult> {
         name: name.to_string(),
         seed: cfg.seed,
         duration_s: cfg.duration.as_secs_f64(),
-        simulated_s: cfg.duration.as_secs_f64(),
-        interrupted: false,
+        simulated: Some(SimulatedTime { simulated_s: cfg.duration.as_secs_f64(), interrupted: false }),
+        testbed: None,
         flows: Vec::new(),
         aggregates: Vec::new(),
-        engine: EngineSummary { events: packets, wall_seconds, events_per_second: packets as f64 / wall_seconds.max(1e-9) },
+        engine: Some(EngineSummary { events: packets, wall_seconds, events_per_second: packets as f64 / wall_seconds.max(1e-9) }),
     };
     let sketch = SketchStats {
         errors,
@@ -220,8 +220,8 @@ pub fn run(name: &str, cfg: &SketchRun) -> anyhow::Result<RunResult> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reproduce_metrics::{Metric, Span};
-    use crate::reproduce_spec::Selector;
+    use crate::reproduce::metrics::{Metric, Span};
+    use crate::reproduce::selector::Selector;
 
     fn cfg(width: u32, flows: u32) -> SketchRun {
         SketchRun {

@@ -3,11 +3,12 @@
 //! aggregate's throughput normalised by its rate over the non-zero windows, Jain's index per
 //! window over the flows with a non-zero rate (as the authors' harness does).
 
-use crate::reproduce_spec::Selector;
+use super::selector::Selector;
+use crate::scenario::{AppConfig, Resolved};
+use crate::series::Series;
+use crate::summary::{ClassSummary, Summary};
 use anyhow::bail;
 use ratekit_core::metrics::{self, jain};
-use ratekit_sim::summary::ClassSummary;
-use ratekit_sim::{Series, Summary};
 
 /// One finished simulation, with what the metrics need to know about its flows.
 pub struct RunResult {
@@ -19,7 +20,7 @@ pub struct RunResult {
     pub warmup_s: f64,
     /// UDP payload bytes each constant-bit-rate flow sent during the run (`None` for other flows).
     pub udp_offered: Vec<Option<f64>>,
-    /// Set for a `kind = "sketch"` run (reproduce_sketch.rs), which has no flows or windows.
+    /// Set for a `kind = "sketch"` run (sketch.rs), which has no flows or windows.
     pub sketch: Option<SketchStats>,
 }
 
@@ -162,6 +163,34 @@ pub struct Span {
 }
 
 impl RunResult {
+    /// A simulation of `r`, with what the metrics need to know about its flows.
+    pub fn simulated(r: &Resolved, summary: Summary, series: Series) -> Self {
+        let flows = || r.aggregates.iter().flat_map(|a| a.flows.iter());
+        let classes = flows().map(|f| f.class).collect();
+        let end_ns = summary.covered_s() * 1e9;
+        // A CBR source sends at start, then every packet/rate (truncated to whole ns, as the
+        // simulator's UdpSource does); a random start is not known here, so such flows get None.
+        let udp_offered = flows()
+            .map(|f| match f.app {
+                AppConfig::Cbr { rate, packet } if f.start_jitter.0 == 0 && end_ns > f.start.0 as f64 => {
+                    let gap = ((packet.0 as f64 * 1e9 / rate.0 as f64) as u64).max(1) as f64;
+                    let sent = ((end_ns - f.start.0 as f64) / gap).ceil();
+                    Some(sent * packet.0.saturating_sub(28) as f64)
+                }
+                _ => None,
+            })
+            .collect();
+        RunResult {
+            summary,
+            series,
+            classes,
+            window_s: r.scenario.measure.window.as_secs_f64(),
+            warmup_s: r.scenario.measure.warmup.as_secs_f64(),
+            udp_offered,
+            sketch: None,
+        }
+    }
+
     pub fn sketch(summary: Summary, stats: SketchStats) -> Self {
         RunResult {
             summary,
@@ -179,7 +208,7 @@ impl RunResult {
         let class = sel.class.unwrap_or(0);
         let agg = sel.aggregate;
         let aggs = self.summary.aggregates.iter().filter(move |a| agg.is_none_or(|x| x == a.id));
-        aggs.flat_map(move |a| a.classes.iter().filter(move |c| c.class == class))
+        aggs.flat_map(move |a| a.path.iter().flat_map(|p| &p.classes).filter(move |c| c.class == class))
     }
 
     fn class_delay(&self, stat: Stat, sel: &Selector) -> f64 {
@@ -377,7 +406,7 @@ impl RunResult {
             Metric::FctMean => {
                 let fcts: Vec<f64> = (0..self.summary.flows.len())
                     .filter(|&i| self.flow_matches(i, sel) && self.summary.flows[i].completed.is_some())
-                    .map(|i| self.summary.flows[i].fct_s.unwrap_or(self.summary.simulated_s))
+                    .map(|i| self.summary.flows[i].fct_s.unwrap_or(self.summary.covered_s()))
                     .collect();
                 if fcts.is_empty() {
                     f64::NAN
@@ -391,7 +420,7 @@ impl RunResult {
                     .aggregates
                     .iter()
                     .filter(|a| self.agg_matches(a.id as usize, sel))
-                    .map(|a| a.link_utilization)
+                    .filter_map(|a| a.path.as_ref().map(|p| p.link_utilization))
                     .collect();
                 if us.is_empty() {
                     f64::NAN
@@ -402,7 +431,7 @@ impl RunResult {
             Metric::FctSpread => {
                 let fcts: Vec<f64> = (0..self.summary.flows.len())
                     .filter(|&i| self.flow_matches(i, sel) && self.summary.flows[i].completed.is_some())
-                    .map(|i| self.summary.flows[i].fct_s.unwrap_or(self.summary.simulated_s))
+                    .map(|i| self.summary.flows[i].fct_s.unwrap_or(self.summary.covered_s()))
                     .collect();
                 let max = fcts.iter().cloned().fold(f64::NAN, f64::max);
                 let min = fcts.iter().cloned().fold(f64::NAN, f64::min);

@@ -1,0 +1,147 @@
+//! What the testbed makes of a scenario (ratekit-lab's, the file `ratekit sim` reads): one list
+//! of flows and the one RTT the middlebox emulates, once it is checked that real Linux TCP
+//! between namespaces can run it. The simulator's model of the path (link_rate, buffer,
+//! host_rate, secondary, start_jitter) has no counterpart here and is ignored; what would change
+//! the traffic itself and the testbed cannot do is refused, naming the field.
+
+use ratekit_core::Duration;
+use ratekit_lab::scenario::{self, AppConfig, CcKind, Dist, Placement, Resolved, ScenarioError};
+use std::path::Path;
+
+/// One flow as the testbed runs it.
+#[derive(Debug, Clone)]
+pub struct Flow {
+    pub id: u32,
+    pub aggregate: u32,
+    pub cc: CcKind,
+    pub start: Duration,
+    pub app: AppConfig,
+    /// Carried as the DSCP.
+    pub class: u8,
+}
+
+pub struct Plan {
+    pub resolved: Resolved,
+    /// In the simulator's order: by aggregate, then as listed.
+    pub flows: Vec<Flow>,
+    /// The one RTT the middlebox emulates (every flow must ask for it).
+    pub rtt: Duration,
+}
+
+/// The UDP payload starts with the receiver's 8-byte flow header, after 28 bytes of IP and UDP.
+const MIN_DATAGRAM: u64 = 28 + 8;
+/// Each aggregate is a receiver address 10.199.0.{10 + id}.
+const MAX_AGGREGATES: usize = 200;
+
+pub fn load(path: &Path) -> Result<Plan, ScenarioError> {
+    plan(scenario::load(path)?, &path.display().to_string())
+}
+
+/// Checks that the testbed can run `resolved`; `file` names it in errors.
+pub fn plan(resolved: Resolved, file: &str) -> Result<Plan, ScenarioError> {
+    let err = |field: String, message: &str| ScenarioError { file: file.into(), field, message: message.into() };
+    let sc = &resolved.scenario;
+    if sc.duration > Duration::from_secs(3600) {
+        return Err(err("duration".into(), "the testbed runs at most 1 hour"));
+    }
+    if sc.measure.window < Duration::from_millis(10) {
+        return Err(err("measure.window".into(), "the testbed's receivers count windows of at least 10ms"));
+    }
+    let mut rtt = None;
+    for (ai, a) in sc.aggregates.iter().enumerate() {
+        for (fi, f) in a.flows.iter().enumerate() {
+            let field = |k: &str| format!("aggregates[{ai}].flows[{fi}].{k}");
+            if f.cc.as_slice().iter().any(|cc| !matches!(cc, CcKind::Cubic | CcKind::Reno | CcKind::Bbr)) {
+                return Err(err(field("cc"), "the testbed runs Linux's cubic, reno and bbr"));
+            }
+            for &r in f.rtt.as_slice() {
+                if *rtt.get_or_insert(r) != r {
+                    return Err(err(field("rtt"), "the testbed emulates one RTT for all flows (the middlebox's delay)"));
+                }
+            }
+            if f.class > 63 {
+                return Err(err(field("class"), "the testbed carries the class as the DSCP: 0..=63"));
+            }
+            check_app(&f.app).map_err(|(k, m)| err(field(&format!("app.{k}")), m))?;
+            let unsupported = [
+                ("stop", f.stop.is_some(), "the testbed's senders run to the end (or finish a finite transfer)"),
+                ("via", !f.via.is_empty(), "the testbed has one enforcer on the path"),
+                ("customer", f.customer.is_some(), "the testbed's aggregate is the receiver address"),
+                ("pacing", f.pacing, "the testbed's sender namespace has no fq qdisc"),
+            ];
+            if let Some((k, _, m)) = unsupported.into_iter().find(|(_, set, _)| *set) {
+                return Err(err(field(k), m));
+            }
+        }
+    }
+    let aggregates = &resolved.aggregates;
+    if aggregates.len() > MAX_AGGREGATES {
+        return Err(err("aggregates".into(), "the testbed gives each aggregate a receiver address: at most 200"));
+    }
+    let first = &aggregates[0];
+    if aggregates.iter().any(|a| a.cfg.loss != first.cfg.loss || a.enforcer.kind() != first.enforcer.kind()) {
+        return Err(err("aggregates".into(), "the testbed runs one enforcer config and loss for all aggregates"));
+    }
+    let placement = sc.testbed.enforcer_at;
+    let kernel_kind = match placement {
+        Placement::Tbf => Some("token_bucket"),
+        Placement::Htb => Some("fifo"),
+        Placement::Tc | Placement::Middlebox => None,
+    };
+    if let Some(kind) = kernel_kind {
+        if aggregates.len() != 1 {
+            return Err(err("testbed.enforcer_at".into(), "the kernel tbf / htb baselines police one aggregate"));
+        }
+        if first.enforcer.kind() != kind {
+            let m = format!("enforcer_at = \"{}\" needs kind = \"{kind}\"", placement.as_str());
+            return Err(err("enforcer.kind".into(), &m));
+        }
+    }
+    if placement == Placement::Tc {
+        crate::bpf::BpfParams::from_config(&first.enforcer).map_err(|e| err("enforcer.kind".into(), &e.to_string()))?;
+    }
+    let flows = aggregates
+        .iter()
+        .flat_map(|a| a.flows.iter().map(move |f| (a.id, f)))
+        .enumerate()
+        .map(|(id, (aggregate, f))| Flow {
+            id: id as u32,
+            aggregate,
+            cc: f.cc,
+            start: f.start,
+            app: f.app.clone(),
+            class: f.class as u8,
+        })
+        .collect();
+    let rtt = rtt.expect("lab's parser asks for at least one flow");
+    Ok(Plan { resolved, flows, rtt })
+}
+
+/// (key in the app table, why) when the testbed has no sender for `app`.
+fn check_app(app: &AppConfig) -> Result<(), (&'static str, &'static str)> {
+    match app {
+        AppConfig::OnOff { size_dist: Dist::Pareto, .. } => Err(("size_dist", "the testbed's on-off sender draws exponential sizes")),
+        AppConfig::OnOff { gap_dist: Dist::Pareto, .. } => Err(("gap_dist", "the testbed's on-off sender draws exponential gaps")),
+        AppConfig::Cbr { packet, .. } if packet.0 < MIN_DATAGRAM => {
+            Err(("packet", "the testbed's datagrams hold IP, UDP and its 8-byte flow header: at least 36 bytes"))
+        }
+        AppConfig::Lognormal { .. } => Err(("kind", "the testbed has no sender for lognormal")),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The testbed's own scenarios are ones it can run.
+    #[test]
+    fn the_testbed_scenarios_run_here() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/testbed");
+        let mut n = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            super::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            n += 1;
+        }
+        assert!(n > 0);
+    }
+}

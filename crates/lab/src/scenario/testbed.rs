@@ -1,0 +1,52 @@
+//! The `[testbed]` table: how `ratekit testbed run` realises the scenario with real Linux TCP.
+
+use serde::Deserialize;
+
+/// Where the enforcer runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Placement {
+    /// Inside the userspace middlebox (any core enforcer).
+    #[default]
+    Middlebox,
+    /// The tc-BPF program on the middlebox's egress towards the receiver.
+    Tc,
+    /// The kernel's tbf with a one-MTU queue, as a policer (enforcer: token_bucket).
+    Tbf,
+    /// The kernel's htb class with a bfifo queue, as a shaper (enforcer: fifo).
+    Htb,
+}
+
+impl Placement {
+    /// The name in the scenario file and summary.json.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Placement::Middlebox => "middlebox",
+            Placement::Tc => "tc",
+            Placement::Tbf => "tbf",
+            Placement::Htb => "htb",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestbedTable {
+    #[serde(default)]
+    pub enforcer_at: Placement,
+    /// Capture a pcap of the first `pcap_snaplen` bytes of each packet at the sender.
+    #[serde(default)]
+    pub pcap: bool,
+    #[serde(default = "default_snaplen")]
+    pub pcap_snaplen: u32,
+}
+
+impl Default for TestbedTable {
+    fn default() -> Self {
+        TestbedTable { enforcer_at: Placement::Middlebox, pcap: false, pcap_snaplen: default_snaplen() }
+    }
+}
+
+fn default_snaplen() -> u32 {
+    128
+}
