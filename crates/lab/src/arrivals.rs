@@ -2,6 +2,7 @@
 //! Pareto sizes, by inverse transform from the caller's seeded generator, so every source that
 //! draws the same numbers gets the same arrivals.
 
+use crate::scenario::Dist;
 use rand::Rng;
 
 /// 1 − U for U uniform in [0, 1): in (0, 1], so its logarithm is finite and its power defined.
@@ -21,6 +22,16 @@ pub fn exponential(rng: &mut impl Rng, mean: f64) -> f64 {
 pub fn pareto(rng: &mut impl Rng, mean: f64, shape: f64) -> f64 {
     let xm = mean * (shape - 1.0) / shape;
     xm / open_unit(rng).powf(1.0 / shape)
+}
+
+/// A value of mean `mean` from `dist` (`shape` is the Pareto shape): a scenario's on-off sizes
+/// and gaps, drawn alike by the simulator and the testbed.
+#[inline]
+pub fn draw(rng: &mut impl Rng, dist: Dist, mean: f64, shape: f64) -> f64 {
+    match dist {
+        Dist::Exp => exponential(rng, mean),
+        Dist::Pareto => pareto(rng, mean, shape),
+    }
 }
 
 /// The arrival times in [0, end) of a Poisson process with mean gap `mean_gap`.

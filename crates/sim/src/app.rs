@@ -9,19 +9,9 @@ use crate::engine::{ComponentId, Wakeup};
 use crate::packet::{Kind, Pkt, MSS, NO_SACK};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
+use ratekit_lab::arrivals::draw;
 use ratekit_lab::scenario::{AppConfig, Dist};
 use std::cell::Cell;
-
-pub fn sample(dist: Dist, mean: f64, shape: f64, rng: &mut ChaCha8Rng) -> f64 {
-    let u: f64 = 1.0 - rng.gen::<f64>(); // (0, 1]
-    match dist {
-        Dist::Exp => -mean * u.ln(),
-        Dist::Pareto => {
-            let xm = mean * (shape - 1.0) / shape;
-            xm / u.powf(1.0 / shape)
-        }
-    }
-}
 
 /// A TCP application's state, polled by its sender.
 pub enum App {
@@ -130,12 +120,12 @@ impl App {
         if let App::OnOff { rng, mean_size, mean_gap_ns, size_dist, gap_dist, shape, available, next_start } = self {
             match *next_start {
                 Some(t) if t <= now => {
-                    let size = sample(*size_dist, *mean_size, *shape, rng).max(1.0);
+                    let size = draw(rng, *size_dist, *mean_size, *shape).max(1.0);
                     *available += (size / MSS as f64).ceil().max(1.0) as u32;
                     *next_start = None;
                 }
                 None if snd_una >= *available => {
-                    let gap = sample(*gap_dist, *mean_gap_ns, *shape, rng);
+                    let gap = draw(rng, *gap_dist, *mean_gap_ns, *shape);
                     *next_start = Some(now + gap.min(1e15) as u64);
                 }
                 _ => {}

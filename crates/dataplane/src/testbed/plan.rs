@@ -5,7 +5,7 @@
 //! the traffic itself and the testbed cannot do is refused, naming the field.
 
 use ratekit_core::Duration;
-use ratekit_lab::scenario::{self, AppConfig, CcKind, Dist, Placement, Resolved, ScenarioError};
+use ratekit_lab::scenario::{self, AppConfig, CcKind, Placement, Resolved, ScenarioError};
 use std::path::Path;
 
 /// One flow as the testbed runs it.
@@ -120,8 +120,6 @@ pub fn plan(resolved: Resolved, file: &str) -> Result<Plan, ScenarioError> {
 /// (key in the app table, why) when the testbed has no sender for `app`.
 fn check_app(app: &AppConfig) -> Result<(), (&'static str, &'static str)> {
     match app {
-        AppConfig::OnOff { size_dist: Dist::Pareto, .. } => Err(("size_dist", "the testbed's on-off sender draws exponential sizes")),
-        AppConfig::OnOff { gap_dist: Dist::Pareto, .. } => Err(("gap_dist", "the testbed's on-off sender draws exponential gaps")),
         AppConfig::Cbr { packet, .. } if packet.0 < MIN_DATAGRAM => {
             Err(("packet", "the testbed's datagrams hold IP, UDP and its 8-byte flow header: at least 36 bytes"))
         }

@@ -6,8 +6,9 @@
 //! carry the same header.
 
 use super::plan::Flow;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use ratekit_lab::arrivals::draw;
 use ratekit_lab::scenario::AppConfig;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -243,9 +244,9 @@ pub fn send(flow: &Flow, dst: Ipv4Addr, t0: Instant, end: Instant, seed: u64, st
                 while Instant::now() < end && !stop.load(Ordering::Relaxed) && !matches!(conn.read(&mut b), Ok(0)) {}
             }
         }
-        // Exponential sizes and gaps: the plan refuses Pareto ones.
-        AppConfig::OnOff { mean_size, mean_gap, .. } => loop {
-            let size = (-(1.0 - rng.gen::<f64>()).ln() * mean_size.0 as f64).ceil().max(1.0) as u64;
+        // Sizes and gaps drawn as the simulator draws them.
+        AppConfig::OnOff { mean_size, mean_gap, size_dist, gap_dist, shape, .. } => loop {
+            let size = draw(&mut rng, *size_dist, mean_size.0 as f64, *shape).ceil().max(1.0) as u64;
             if !write(&mut conn, size)? {
                 break;
             }
@@ -254,7 +255,7 @@ pub fn send(flow: &Flow, dst: Ipv4Addr, t0: Instant, end: Instant, seed: u64, st
                     return Ok(());
                 }
             }
-            let gap = Duration::from_secs_f64(-(1.0 - rng.gen::<f64>()).ln() * mean_gap.as_secs_f64());
+            let gap = Duration::from_secs_f64(draw(&mut rng, *gap_dist, mean_gap.as_secs_f64(), *shape).min(1e6));
             if !sleep_until(Instant::now() + gap, stop) || Instant::now() >= end {
                 break;
             }

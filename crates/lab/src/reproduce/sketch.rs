@@ -9,6 +9,7 @@
 //! The reference must reach the same verdict as the core on every packet (a cross-check of the
 //! core's data path); a disagreement is an error, not a result.
 
+use crate::arrivals::exponential;
 use super::metrics::{RunResult, SketchStats};
 use crate::summary::{EngineSummary, SimulatedTime, Summary};
 use anyhow::bail;
@@ -181,8 +182,7 @@ pub fn run(name: &str, cfg: &SketchRun) -> anyhow::Result<RunResult> {
     let (mut t, mut packets, mut misestimated) = (0u64, 0u64, 0u64);
     let mut errors = Vec::new();
     loop {
-        let u: f64 = 1.0 - rng.gen::<f64>();
-        t += (-mean_gap_ns * u.ln()).round() as u64;
+        t += exponential(&mut rng, mean_gap_ns).round() as u64;
         if t >= end {
             break;
         }
