@@ -7,6 +7,7 @@ use crate::ctx::Ctx;
 use crate::engine::{ComponentId, Wakeup};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
+use ratekit_core::queue_stats::QueueStats;
 use ratekit_core::{AnyPolicer, AnyQueue, Instant, Packet, Rate, Verdict};
 use ratekit_lab::driver::{AggregateDriver, Decision, Outcome, Policing};
 use std::collections::VecDeque;
@@ -55,6 +56,14 @@ impl Link {
 
     pub fn is_enforcer(&self) -> bool {
         matches!(self.queue, LinkQueue::Enforcer(_))
+    }
+
+    /// The queueing enforcer's accounting, if this link's queue is one.
+    pub fn enforcer_stats(&self) -> Option<&QueueStats> {
+        match &self.queue {
+            LinkQueue::Enforcer(d) => Some(d.stats()),
+            LinkQueue::DropTail { .. } => None,
+        }
     }
 
     pub fn arrive(&mut self, ctx: &mut Ctx, idx: u32) {
@@ -209,6 +218,11 @@ pub struct EnforcementPoint {
 impl EnforcementPoint {
     pub fn new(agg: u32, loss: f64, rng: ChaCha8Rng, policer: Option<AnyPolicer>) -> Self {
         EnforcementPoint { agg, loss, rng, policer: policer.map(Policing::new) }
+    }
+
+    /// The policer's accounting, if this aggregate is policed here.
+    pub fn enforcer_stats(&self) -> Option<&QueueStats> {
+        self.policer.as_ref().map(Policing::stats)
     }
 
     pub fn arrive(&mut self, ctx: &mut Ctx, idx: u32) {

@@ -1,6 +1,7 @@
 //! What the run counts as it goes: per-aggregate counters and the statistics at the enforcement
 //! points, each able to report itself as its part of summary.json.
 
+use std::collections::BTreeMap;
 use ratekit_lab::summary::{ClassSummary, EnforcerCounts, PathCounts};
 
 /// Per-aggregate counters, shared by the elements that see the aggregate's packets.
@@ -15,8 +16,8 @@ pub struct AggCounters {
 }
 
 impl AggCounters {
-    pub fn enforcer_counts(&self) -> EnforcerCounts {
-        EnforcerCounts { arrivals: self.arrivals, drops: self.enforcer_drops }
+    pub fn enforcer_counts(&self, drops_by_reason: BTreeMap<&'static str, u64>) -> EnforcerCounts {
+        EnforcerCounts { arrivals: self.arrivals, drops: self.enforcer_drops, drops_by_reason }
     }
 
     pub fn path_counts(&self, link_utilization: f64, classes: Vec<ClassSummary>) -> PathCounts {

@@ -86,6 +86,24 @@ fn policer_counts_after_the_warmup_with_zero_sojourn() {
     assert!(a.path.as_ref().unwrap().classes[1].drops > a.path.as_ref().unwrap().classes[0].drops);
 }
 
+/// Drops are reported by reason as every driver reports them: a token bucket's as `overlimit`
+/// (at the enforcement point), a FIFO shaper's as `queue_full` (the queue of its link), summing
+/// to the enforcer's drops.
+#[test]
+fn drops_by_reason_sum_to_the_enforcer_drops() {
+    for (enforcer, reason) in [
+        ("kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = \"3000b\"", "overlimit"),
+        ("kind = \"fifo\"\nrate = \"10mbit\"\nburst = \"1500b\"\nlimit = \"30kb\"", "queue_full"),
+    ] {
+        let (s, _) = run(&format!(
+            "duration = \"2s\"\n[enforcer]\n{enforcer}\n[[aggregates]]\nflows = [{{ rtt = \"10ms\", app = {{ kind = \"cbr\", rate = \"16mbit\", packet = 1500 }} }}]\n"
+        ));
+        let a = &s.aggregates[0];
+        assert!(a.enforcer_drops > 500, "{reason}: {} drops", a.enforcer_drops);
+        assert_eq!(a.drops_by_reason.iter().collect::<Vec<_>>(), vec![(&reason, &a.enforcer_drops)]);
+    }
+}
+
 /// `stop`: a CBR source sends its last datagram just before the stop (one per ms from 0 to
 /// 999 ms); a TCP flow (bulk or on-off) sends no new data after it but still completes what it
 /// sent, and then carries nothing.

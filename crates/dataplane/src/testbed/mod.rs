@@ -20,11 +20,11 @@ pub mod tcp_counters;
 pub mod traffic;
 
 use crate::bpf::{BpfPolicer, LoadOptions};
-use crate::maps::Settings;
+use crate::maps::{Settings, BPF_DROP_REASONS};
 use crate::netns::{self, veth_pair, Netns};
 use crate::pipeline::PipelineConfig;
 use crate::tc::Direction;
-use ratekit_core::EnforcerConfig;
+use ratekit_core::{DropReason, EnforcerConfig};
 use plan::Plan;
 use ratekit_lab::scenario::{Placement, ScenarioError};
 use ratekit_lab::summary::{EnforcerCounts, Summary};
@@ -200,6 +200,7 @@ pub fn run(plan: &Plan, out: &Path, progress: impl Fn(&str)) -> Result<Summary, 
                 mb_report.aggregates.iter().find(|(k, _)| *k == ip).map_or(EnforcerCounts::default(), |(_, st)| EnforcerCounts {
                     arrivals: st.arrivals,
                     drops: st.dropped_packets,
+                    drops_by_reason: st.drops_by_reason.clone(),
                 })
             })
             .collect(),
@@ -212,11 +213,19 @@ pub fn run(plan: &Plan, out: &Path, progress: impl Fn(&str)) -> Result<Summary, 
                     stats.iter().find(|(k, _)| k.ip() == ip).map_or(EnforcerCounts::default(), |(_, st)| EnforcerCounts {
                         arrivals: st.passed_packets + st.dropped_packets,
                         drops: st.dropped_packets,
+                        drops_by_reason: BPF_DROP_REASONS
+                            .iter()
+                            .zip(st.drops_by_reason)
+                            .filter(|&(_, n)| n > 0)
+                            .map(|(r, n)| (r.as_str(), n))
+                            .collect(),
                     })
                 })
                 .collect()
         }
-        Placement::Tbf | Placement::Htb => vec![qdisc_counts(&mb, "mb-r")?],
+        // tbf drops what finds no tokens (a policer's overlimit); htb's bfifo what finds no room.
+        Placement::Tbf => vec![qdisc_counts(&mb, "mb-r", DropReason::Overlimit)?],
+        Placement::Htb => vec![qdisc_counts(&mb, "mb-r", DropReason::QueueFull)?],
     };
     let summary = summary::build(plan, &rec, &counts, &mb_report, sender_tcp);
     summary::write(&summary, &rec, plan, out).map_err(io(format!("writing results to {}", out.display())))?;
@@ -273,8 +282,8 @@ fn spawn_child(mut cmd: std::process::Command, what: &str) -> Result<Child, Test
     Ok(Child(child))
 }
 
-/// The root qdisc's packets sent and dropped on `dev` (`tc -s qdisc`).
-fn qdisc_counts(ns: &Netns, dev: &str) -> Result<EnforcerCounts, TestbedError> {
+/// The root qdisc's packets sent and dropped on `dev` (`tc -s qdisc`), its drops named `reason`.
+fn qdisc_counts(ns: &Netns, dev: &str, reason: DropReason) -> Result<EnforcerCounts, TestbedError> {
     let text = ns.exec(&["tc", "-s", "qdisc", "show", "dev", dev])?;
     let line = text.lines().find(|l| l.trim_start().starts_with("Sent ")).unwrap_or("");
     let words: Vec<&str> =
@@ -284,5 +293,6 @@ fn qdisc_counts(ns: &Netns, dev: &str) -> Result<EnforcerCounts, TestbedError> {
     let after = |key: &str| words.windows(2).find(|w| w[0] == key).and_then(|w| w[1].parse().ok()).unwrap_or(0u64);
     let sent = before("pkt");
     let dropped = after("dropped");
-    Ok(EnforcerCounts { arrivals: sent + dropped, drops: dropped })
+    let drops_by_reason = (dropped > 0).then(|| (reason.as_str(), dropped)).into_iter().collect();
+    Ok(EnforcerCounts { arrivals: sent + dropped, drops: dropped, drops_by_reason })
 }

@@ -51,7 +51,7 @@ pub fn build(plan: &Plan, rec: &Recorder, counts: &[EnforcerCounts], mb: &Middle
         .aggregates
         .iter()
         .zip(counts)
-        .map(|(a, &c)| {
+        .map(|(a, c)| {
             let members: Vec<usize> = plan.flows.iter().filter(|f| f.aggregate == a.id).map(|f| f.id as usize).collect();
             let rate_bps = a.rate.bits_per_sec() as f64;
             let mut norm = Vec::new();
@@ -75,7 +75,7 @@ pub fn build(plan: &Plan, rec: &Recorder, counts: &[EnforcerCounts], mb: &Middle
             let enforcer = format!("{} ({placement})", a.enforcer.kind());
             AggSummary {
                 shares: Some(per_flow_total.iter().map(|x| if sum > 0.0 { x / sum } else { 0.0 }).collect()),
-                ..AggSummary::from_windows(a.id, rate_bps, enforcer, &mut norm, &jains, c)
+                ..AggSummary::from_windows(a.id, rate_bps, enforcer, &mut norm, &jains, c.clone())
             }
         })
         .collect();

@@ -9,6 +9,7 @@ pub use testbed::TestbedSection;
 
 use ratekit_core::metrics::{mean, percentile};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 #[derive(Debug, Clone, Serialize)]
@@ -92,6 +93,9 @@ pub struct AggSummary {
     pub mean_jain: f64,
     pub arrivals: u64,
     pub enforcer_drops: u64,
+    /// The enforcer's drops by reason (`DropReason` names), as replay, the middlebox and
+    /// `ratekit tc stats` report them.
+    pub drops_by_reason: BTreeMap<&'static str, u64>,
     #[serde(flatten)]
     pub path: Option<PathCounts>,
     /// Testbed: each flow's share of the aggregate's delivered bytes after warm-up.
@@ -133,11 +137,12 @@ pub struct EngineSummary {
     pub events_per_second: f64,
 }
 
-/// The enforcer's counts after the warm-up.
-#[derive(Debug, Clone, Copy, Default)]
+/// The enforcer's counts over the whole run.
+#[derive(Debug, Clone, Default)]
 pub struct EnforcerCounts {
     pub arrivals: u64,
     pub drops: u64,
+    pub drops_by_reason: BTreeMap<&'static str, u64>,
 }
 
 impl AggSummary {
@@ -157,6 +162,7 @@ impl AggSummary {
             mean_jain: mean(jain),
             arrivals: counts.arrivals,
             enforcer_drops: counts.drops,
+            drops_by_reason: counts.drops_by_reason,
             path: None,
             shares: None,
         }

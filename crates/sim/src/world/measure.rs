@@ -1,6 +1,7 @@
 //! Turning what the run counted into the summary: per flow, per aggregate and the engine's speed.
 
 use super::{Comp, World};
+use std::collections::BTreeMap;
 use ratekit_lab::scenario::Resolved;
 use ratekit_lab::summary::{AggSummary, EngineSummary, FlowCounts, FlowSummary, SimulatedTime, Summary};
 
@@ -19,6 +20,23 @@ impl WindowSamples {
 }
 
 impl World {
+    /// Each aggregate's enforcer drops by reason, from the drivers of its enforcement point and
+    /// of its link's queue (only one of the two holds an enforcer).
+    fn drops_by_reason(&self, naggs: usize) -> Vec<BTreeMap<&'static str, u64>> {
+        let mut out = vec![BTreeMap::new(); naggs];
+        for c in &self.comps {
+            let (agg, stats) = match c {
+                Comp::Enf(e) => (e.agg, e.enforcer_stats()),
+                Comp::Link(l) => (l.agg, l.enforcer_stats()),
+                _ => continue,
+            };
+            for (reason, n) in stats.map(|s| s.drops_named()).unwrap_or_default() {
+                *out[agg as usize].entry(reason).or_default() += n;
+            }
+        }
+        out
+    }
+
     /// `sim_end`: where simulated time stopped (before the scenario's end when interrupted).
     pub(super) fn summary(
         &self,
@@ -70,8 +88,10 @@ impl World {
                 }
             })
             .collect();
+        let drops_by_reason = self.drops_by_reason(naggs);
         let aggregates = (0..naggs)
-            .map(|a| {
+            .zip(drops_by_reason)
+            .map(|(a, drops_by_reason)| {
                 let c = self.ctx.aggs[a];
                 let measured_s = sim_end.saturating_sub(warmup) as f64 * 1e-9;
                 let capacity = r.aggregates[a].cfg.link_rate.bits_per_sec() as f64 / 8.0 * measured_s;
@@ -79,7 +99,7 @@ impl World {
                 let (norm, jain) = (&mut samples.norm[a], &samples.jain[a]);
                 AggSummary {
                     path: Some(c.path_counts(utilization, self.ctx.enf.class_summaries(a))),
-                    ..AggSummary::from_windows(a as u32, self.agg_rates_bps[a], self.agg_kinds[a].to_string(), norm, jain, c.enforcer_counts())
+                    ..AggSummary::from_windows(a as u32, self.agg_rates_bps[a], self.agg_kinds[a].to_string(), norm, jain, c.enforcer_counts(drops_by_reason))
                 }
             })
             .collect();
