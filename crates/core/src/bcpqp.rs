@@ -30,7 +30,7 @@
 //! Integer data path: θ± are applied as ⌊θ·2¹⁶⌉/2¹⁶ and compared in 128-bit products.
 
 use crate::validate::ConfigError;
-use crate::pqp::{Pqp, PqpConfig, PqpParams, PqpStats, MAX_QUEUES};
+use crate::pqp::{FlowQueuing, Pqp, PqpConfig, PqpParams, PqpStats, MAX_QUEUES};
 use crate::units::NANOS_PER_SEC;
 use crate::{Bytes, Classify, DropReason, Duration, Instant, Packet, Policer, Rate, Verdict};
 use serde::{Deserialize, Serialize};
@@ -74,6 +74,10 @@ pub struct BcPqpConfig {
     pub policy: String,
     #[serde(default)]
     pub weights: Option<Vec<u32>>,
+    #[serde(default)]
+    pub flows: FlowQueuing,
+    #[serde(default)]
+    pub max_flows: Option<u32>,
     /// θ+: magic fills a queue that accepted more than θ+·X_i in a window. Default 1.5 (000 §4,
     /// the upper end of Reno's steady-state rate, 4r/3, rounded up).
     #[serde(default = "default_theta_plus")]
@@ -96,6 +100,8 @@ impl BcPqpConfig {
             classify: self.classify,
             policy: self.policy.clone(),
             weights: self.weights.clone(),
+            flows: self.flows,
+            max_flows: self.max_flows,
         }
     }
 
@@ -140,6 +146,26 @@ pub struct BurstParams {
     /// Per queue: while A_i is at most this many bytes, A_i > θ+·X_i is impossible whatever
     /// the active set (θ+ times the policy's floor on X_i), so the test is skipped.
     pub theta_plus_floor: Box<[u64]>,
+}
+
+impl BurstParams {
+    /// From a config (validated here), without the per-queue θ+ floors.
+    pub fn of(cfg: &BcPqpConfig) -> Self {
+        cfg.validate().expect("BcPqpConfig must be validated before use");
+        BurstParams {
+            theta_plus: fixed_theta(cfg.theta_plus),
+            theta_minus: fixed_theta(cfg.theta_minus),
+            window: cfg.window,
+            window_budget_nb: cfg.rate.credit(cfg.window),
+            theta_plus_floor: Box::default(),
+        }
+    }
+
+    /// A·2¹⁶·10⁹ vs θ·X, exact in 128 bits.
+    pub(crate) fn compare(accepted: u64, theta: u64, x_nb: u64) -> std::cmp::Ordering {
+        let lhs = accepted as u128 * THETA_ONE as u128 * NANOS_PER_SEC as u128;
+        lhs.cmp(&(theta as u128 * x_nb as u128))
+    }
 }
 
 /// One queue's burst-control state (32 bytes).
@@ -285,24 +311,15 @@ pub struct BcPqp {
 
 impl BcPqp {
     pub fn new(cfg: &BcPqpConfig) -> Self {
-        cfg.validate().expect("BcPqpConfig must be validated before use");
+        let mut burst = BurstParams::of(cfg);
         let params = PqpParams::new(&cfg.pqp());
-        let theta_plus = fixed_theta(cfg.theta_plus);
-        let window_budget_nb = cfg.rate.credit(cfg.window);
         // A·2¹⁶·10⁹ ≤ θ+·X_floor ≤ θ+·X  ⇐  A ≤ ⌊θ+·X_floor / (2¹⁶·10⁹)⌋.
-        let theta_plus_floor = (0..params.queues)
+        burst.theta_plus_floor = (0..params.queues)
             .map(|q| {
-                let x = params.policy.share_floor(q, window_budget_nb) as u128;
-                (theta_plus as u128 * x / (THETA_ONE as u128 * NANOS_PER_SEC as u128)) as u64
+                let x = params.policy.share_floor(q, burst.window_budget_nb) as u128;
+                (burst.theta_plus as u128 * x / (THETA_ONE as u128 * NANOS_PER_SEC as u128)) as u64
             })
             .collect();
-        let burst = BurstParams {
-            theta_plus,
-            theta_minus: fixed_theta(cfg.theta_minus),
-            window: cfg.window,
-            window_budget_nb,
-            theta_plus_floor,
-        };
         Self::with_params(Arc::new(params), Arc::new(burst))
     }
 
@@ -391,12 +408,6 @@ impl BcPqp {
         self.core.queues.expected_share(&p.policy, q, self.burst.window_budget_nb, &demand)
     }
 
-    /// A·2¹⁶·10⁹ vs θ·X, exact in 128 bits.
-    fn compare(accepted: u64, theta: u64, x_nb: u64) -> std::cmp::Ordering {
-        let lhs = accepted as u128 * THETA_ONE as u128 * NANOS_PER_SEC as u128;
-        lhs.cmp(&(theta as u128 * x_nb as u128))
-    }
-
     /// Ends queue `q`'s window at `now`: removes its magic if it accepted less than θ−·X_i.
     /// For this test X_i is 0 while a higher-priority branch holds phantom backlog (the policy
     /// serves Q_i nothing then), so the magic of a starved class stays: removing it would
@@ -414,7 +425,7 @@ impl BcPqp {
         let magic = if self.state[q].magic_nb == 0 { 0 } else { self.magic_nb(q) };
         if magic > 0 && !self.core.queues.outranked(&self.core.params().policy, q) {
             let x = self.expected_window_nb(q, Instant(now));
-            if Self::compare(self.state[q].accepted, self.burst.theta_minus, x).is_lt() {
+            if BurstParams::compare(self.state[q].accepted, self.burst.theta_minus, x).is_lt() {
                 let params = Arc::clone(self.core.params());
                 let state = &mut self.state;
                 self.core.queues.remove(&params.policy, q, magic, &mut clamp_magic(state, self.magic_queues));
@@ -526,7 +537,7 @@ impl BcPqp {
     #[inline(never)]
     fn check_theta_plus(&mut self, q: usize, t: u64) {
         let x = self.expected_window_nb(q, Instant(t));
-        if Self::compare(self.state[q].accepted, self.burst.theta_plus, x).is_gt() {
+        if BurstParams::compare(self.state[q].accepted, self.burst.theta_plus, x).is_gt() {
             self.fill_with_magic(q, t);
         }
     }

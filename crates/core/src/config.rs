@@ -3,13 +3,15 @@
 //! algorithm's config struct, defined beside its code.
 
 use crate::bcpqp::{BcPqp, BcPqpConfig};
+use crate::bcpqp_flows::FlowBcPqp;
 use crate::cpq::{Cpq, CpqConfig};
 use crate::dscd::{Dscd, DscdConfig};
 use crate::enforcer::{Policer, QueueDiscipline};
 use crate::fair_policer::{FairPolicer, FairPolicerConfig};
 use crate::fifo_shaper::{FifoShaper, FifoShaperConfig};
 use crate::packet::Packet;
-use crate::pqp::{Pqp, PqpConfig};
+use crate::pqp::{FlowQueuing, Pqp, PqpConfig};
+use crate::pqp_flows::FlowPqp;
 use crate::red::{Red, RedConfig};
 use crate::shaper::{Shaper, ShaperConfig};
 use crate::srtcm::{SrTcm, SrTcmConfig};
@@ -150,7 +152,9 @@ impl EnforcerConfig {
             EnforcerConfig::TokenBucket(c) => Enforcer::Policer(AnyPolicer::TokenBucket(TokenBucket::new(c))),
             EnforcerConfig::Srtcm(c) => Enforcer::Policer(AnyPolicer::Srtcm(SrTcm::new(c))),
             EnforcerConfig::Trtcm(c) => Enforcer::Policer(AnyPolicer::Trtcm(TrTcm::new(c))),
+            EnforcerConfig::Pqp(c) if c.flows == FlowQueuing::Exact => Enforcer::Policer(AnyPolicer::PqpFlows(FlowPqp::new(c))),
             EnforcerConfig::Pqp(c) => Enforcer::Policer(AnyPolicer::Pqp(Pqp::new(c))),
+            EnforcerConfig::Bcpqp(c) if c.flows == FlowQueuing::Exact => Enforcer::Policer(AnyPolicer::BcpqpFlows(FlowBcPqp::new(c))),
             EnforcerConfig::Bcpqp(c) => Enforcer::Policer(AnyPolicer::Bcpqp(BcPqp::new(c))),
             EnforcerConfig::FairPolicer(c) => Enforcer::Policer(AnyPolicer::FairPolicer(FairPolicer::new(c))),
             EnforcerConfig::Shaper(c) => Enforcer::Queue(AnyQueue::Shaper(Shaper::new(c, link_rate)?)),
@@ -210,6 +214,10 @@ pub enum AnyPolicer {
     Trtcm(TrTcm),
     Pqp(Pqp),
     Bcpqp(BcPqp),
+    /// `pqp` with `flows = "exact"`.
+    PqpFlows(FlowPqp<()>),
+    /// `bcpqp` with `flows = "exact"`.
+    BcpqpFlows(FlowBcPqp),
     FairPolicer(FairPolicer),
 }
 
@@ -222,6 +230,8 @@ impl Policer for AnyPolicer {
             AnyPolicer::Trtcm(p) => p.on_arrival(now, pkt),
             AnyPolicer::Pqp(p) => p.on_arrival(now, pkt),
             AnyPolicer::Bcpqp(p) => p.on_arrival(now, pkt),
+            AnyPolicer::PqpFlows(p) => p.on_arrival(now, pkt),
+            AnyPolicer::BcpqpFlows(p) => p.on_arrival(now, pkt),
             AnyPolicer::FairPolicer(p) => p.on_arrival(now, pkt),
         }
     }

@@ -17,12 +17,14 @@ pub mod validate;
 // Policers and their parts.
 pub mod aggregates;
 pub mod bcpqp;
+pub mod bcpqp_flows;
 pub mod colour;
 pub mod count_min;
 pub mod fair_policer;
 pub mod fast_hash;
 pub mod phantom;
 pub mod pqp;
+pub mod pqp_flows;
 pub mod srtcm;
 pub mod token_bucket;
 pub mod trtcm;

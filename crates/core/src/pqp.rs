@@ -28,6 +28,23 @@ fn default_policy() -> String {
     "fair".to_string()
 }
 
+/// The most flows `flows = "exact"` may track per aggregate (about 100 MB of flow state).
+pub const MAX_FLOWS: u32 = 1 << 20;
+/// `max_flows` when not given: the floor (a subscriber's home holds dozens of flows).
+pub const DEFAULT_MAX_FLOWS: u32 = 1024;
+
+/// How `classify = "flow"` maps flows to phantom queues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FlowQueuing {
+    /// hash(flow) mod N fixed queues (000 §3.1; what the tc-BPF programs do).
+    #[default]
+    Hashed,
+    /// One queue per flow, created on its first packet and reclaimed once drained and idle,
+    /// at most `max_flows` (crate::phantom::FlowQueues). Flat `fair` policy only.
+    Exact,
+}
+
 /// `kind = "pqp"`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -48,6 +65,13 @@ pub struct PqpConfig {
     /// Weights per queue, only with `policy = "weighted"` (default: all 1).
     #[serde(default)]
     pub weights: Option<Vec<u32>>,
+    /// `hashed` (the default) or `exact` per-flow queues.
+    #[serde(default)]
+    pub flows: FlowQueuing,
+    /// With `flows = "exact"`: flows tracked per aggregate (default 1024); later flows share
+    /// one overflow queue, counted in `FlowStats::overflow_packets`.
+    #[serde(default)]
+    pub max_flows: Option<u32>,
 }
 
 impl PqpConfig {
@@ -58,14 +82,17 @@ impl PqpConfig {
     /// Validates and compiles the policy; every error names its field.
     pub(crate) fn resolve(&self) -> Result<PhantomPolicy, ConfigError> {
         check_rate("rate", self.rate)?;
+        self.check_flows()?;
         if !(1..=MAX_QUEUES).contains(&self.queues) {
             return Err(ConfigError::new("queues", format!("must be in 1..={MAX_QUEUES}, got {}", self.queues)));
         }
         if self.queue_size.0 == 0 {
             return Err(ConfigError::new("queue_size", "must be greater than zero"));
         }
-        // Occupancies are nano-bytes in u64: all queues together must fit (≈ 18.4 GB).
-        let total = self.queue_size.0.saturating_mul(self.queues as u64);
+        // Occupancies are nano-bytes in u64: all queues together must fit (≈ 18.4 GB). Exact
+        // flows keep no total (virtual time needs only one queue's worth above the level).
+        let queues = if self.flows == FlowQueuing::Exact { 1 } else { self.queues as u64 };
+        let total = self.queue_size.0.saturating_mul(queues);
         if total > MAX_SIZE_BYTES {
             return Err(ConfigError::new(
                 "queue_size",
@@ -76,6 +103,34 @@ impl PqpConfig {
         let node = PolicyNode::resolve(&self.policy, self.queues as usize, self.weights.as_deref())
             .map_err(|e| ConfigError::new(field, e.to_string()))?;
         PhantomPolicy::compile(&node).map_err(|e| ConfigError::new("policy", e.to_string()))
+    }
+
+    /// `flows` and `max_flows`: exact flows need per-flow classification and a flat fair policy
+    /// (fairness per flow inside classes is not implemented).
+    fn check_flows(&self) -> Result<(), ConfigError> {
+        if self.flows == FlowQueuing::Hashed {
+            return match self.max_flows {
+                Some(_) => Err(ConfigError::new("max_flows", "only with flows = \"exact\"")),
+                None => Ok(()),
+            };
+        }
+        if self.classify != Classify::Flow {
+            return Err(ConfigError::new("classify", "flows = \"exact\" needs classify = \"flow\""));
+        }
+        if self.policy != "fair" || self.weights.is_some() {
+            let field = if self.weights.is_some() { "weights" } else { "policy" };
+            return Err(ConfigError::new(field, "flows = \"exact\" supports policy = \"fair\" only"));
+        }
+        let max = self.max_flows();
+        if !(1..=MAX_FLOWS).contains(&max) {
+            return Err(ConfigError::new("max_flows", format!("must be in 1..={MAX_FLOWS}, got {max}")));
+        }
+        Ok(())
+    }
+
+    /// Flows tracked per aggregate under `flows = "exact"`.
+    pub fn max_flows(&self) -> u32 {
+        self.max_flows.unwrap_or(DEFAULT_MAX_FLOWS)
     }
 }
 
@@ -114,6 +169,20 @@ pub struct PqpStats {
     pub passed_bytes: u64,
     pub dropped_packets: u64,
     pub dropped_bytes: u64,
+}
+
+impl PqpStats {
+    /// Counts a verdict on `bytes`.
+    #[inline(always)]
+    pub(crate) fn count(&mut self, passed: bool, bytes: u64) {
+        if passed {
+            self.passed_packets += 1;
+            self.passed_bytes += bytes;
+        } else {
+            self.dropped_packets += 1;
+            self.dropped_bytes += bytes;
+        }
+    }
 }
 
 /// One aggregate's PQP.
@@ -188,14 +257,12 @@ impl Pqp {
         on_drain: &mut impl FnMut(usize, u64),
     ) -> Verdict {
         let nb = bytes.saturating_mul(NANOS_PER_SEC);
-        if occupancy.saturating_add(nb) <= self.params.queue_size_nb {
+        let fits = occupancy.saturating_add(nb) <= self.params.queue_size_nb;
+        self.stats.count(fits, bytes);
+        if fits {
             self.queues.add(&self.params.policy, q, nb, on_drain);
-            self.stats.passed_packets += 1;
-            self.stats.passed_bytes += bytes;
             Verdict::Pass
         } else {
-            self.stats.dropped_packets += 1;
-            self.stats.dropped_bytes += bytes;
             Verdict::Drop(full())
         }
     }

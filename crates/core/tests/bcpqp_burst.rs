@@ -8,7 +8,7 @@ mod pqp_reference;
 
 use pqp_reference::load::{run, Source, PKT};
 use ratekit_core::bcpqp::BcPqp;
-use ratekit_core::pqp::{Pqp, PqpConfig};
+use ratekit_core::pqp::{FlowQueuing, Pqp, PqpConfig};
 use ratekit_core::{Bytes, Classify, Duration, Instant, Policer, Rate};
 
 const R: u64 = 1_250_000; // 10 Mbit/s
@@ -23,7 +23,7 @@ fn bcpqp(queues: u32, policy: &str) -> BcPqp {
 }
 
 fn pqp(queues: u32) -> Pqp {
-    let cfg = PqpConfig { rate: Rate(R), queues, queue_size: Bytes(B), classify: Classify::Class, policy: "fair".into(), weights: None };
+    let cfg = PqpConfig { rate: Rate(R), queues, queue_size: Bytes(B), classify: Classify::Class, policy: "fair".into(), weights: None, flows: FlowQueuing::Hashed, max_flows: None };
     Pqp::new(&cfg)
 }
 

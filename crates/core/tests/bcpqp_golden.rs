@@ -11,7 +11,7 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use ratekit_core::bcpqp::{BcPqp, BcPqpConfig};
-use ratekit_core::pqp::Pqp;
+use ratekit_core::pqp::{FlowQueuing, Pqp};
 use ratekit_core::{Bytes, Classify, DropReason, Duration, Instant, Packet, Policer, Rate, Verdict};
 use std::fmt::Write as _;
 
@@ -140,6 +140,8 @@ fn digests() -> String {
                 classify: case.classify,
                 policy: case.policy.into(),
                 weights: case.weights.clone(),
+                flows: FlowQueuing::Hashed,
+                max_flows: None,
                 theta_plus: 1.5,
                 theta_minus: 0.5,
                 window: Duration::from_millis(50),

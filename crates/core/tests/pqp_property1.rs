@@ -14,7 +14,7 @@ mod pqp_reference;
 
 use pqp_reference::{FluidShaper, DUST};
 use proptest::prelude::*;
-use ratekit_core::pqp::{Pqp, PqpConfig};
+use ratekit_core::pqp::{FlowQueuing, Pqp, PqpConfig};
 use ratekit_core::{Bytes, Classify, Instant, Packet, Policer, PolicyNode, Rate};
 
 const POLICIES: &[(&str, usize, Option<&[u32]>, u64)] = &[
@@ -35,6 +35,8 @@ fn check(policy_ix: usize, rate: u64, size: u64, arrivals: Vec<(u64, usize, u32)
         classify: Classify::Class,
         policy: spec.to_string(),
         weights: weights.map(<[u32]>::to_vec),
+        flows: FlowQueuing::Hashed,
+        max_flows: None,
     };
     cfg.validate().unwrap();
     let mut pqp = Pqp::new(&cfg);

@@ -12,7 +12,7 @@ mod pqp_reference;
 
 use pqp_reference::load::{run, Source, PKT};
 use ratekit_core::bcpqp::{BcPqp, BcPqpConfig};
-use ratekit_core::pqp::{Pqp, PqpConfig};
+use ratekit_core::pqp::{FlowQueuing, Pqp, PqpConfig};
 use ratekit_core::{Bytes, Classify, Duration, Policer, Rate};
 
 const R: u64 = 1_250_000; // 10 Mbit/s
@@ -91,6 +91,8 @@ fn pqp_long_run_shares() {
             classify: Classify::Class,
             policy: case.policy.into(),
             weights: case.weights.clone(),
+            flows: FlowQueuing::Hashed,
+            max_flows: None,
         };
         cfg.validate().unwrap();
         check("pqp", &mut Pqp::new(&cfg), &case);
@@ -107,6 +109,8 @@ fn bcpqp_long_run_shares() {
             classify: Classify::Class,
             policy: case.policy.into(),
             weights: case.weights.clone(),
+            flows: FlowQueuing::Hashed,
+            max_flows: None,
             theta_plus: 1.5,
             theta_minus: 0.5,
             window: Duration::from_millis(100),

@@ -6,7 +6,7 @@
 //! B drained at r *is* a bucket of B tokens): same verdicts, occupancy = B − tokens.
 
 use proptest::prelude::*;
-use ratekit_core::pqp::{Pqp, PqpConfig};
+use ratekit_core::pqp::{FlowQueuing, Pqp, PqpConfig};
 use ratekit_core::token_bucket::{TokenBucket, TokenBucketConfig};
 use ratekit_core::{Bytes, Classify, Instant, Packet, Policer, Rate};
 
@@ -33,6 +33,8 @@ proptest! {
             classify: Classify::Class,
             policy: POLICIES[policy].into(),
             weights: (POLICIES[policy] == "weighted").then(|| vec![1, 2, 5]),
+            flows: FlowQueuing::Hashed,
+            max_flows: None,
         };
         cfg.validate().unwrap();
         let mut pqp = Pqp::new(&cfg);
@@ -74,6 +76,8 @@ proptest! {
             classify: Classify::Flow,
             policy: "fair".into(),
             weights: None,
+            flows: FlowQueuing::Hashed,
+            max_flows: None,
         };
         cfg.validate().unwrap();
         let mut pqp = Pqp::new(&cfg);

@@ -20,6 +20,8 @@ use rand_chacha::ChaCha8Rng;
 use ratekit_core::sizing::{self, EvaluationSizes, DEFAULT_MSS};
 use ratekit_core::aggregates::Aggregates;
 use ratekit_core::bcpqp::BcPqp;
+use ratekit_core::bcpqp_flows::FlowBcPqp;
+use ratekit_core::pqp::FlowQueuing;
 use ratekit_core::fair_policer::FairPolicer;
 use ratekit_core::pqp::Pqp;
 use ratekit_core::shaper::ShaperConfig;
@@ -63,6 +65,8 @@ const FLOOR: &str = "fair_pqp_floor";
 struct Contender {
     name: &'static str,
     toml: String,
+    /// Flows per aggregate in its arrivals (the exact-flow rows vary it).
+    flows: u64,
 }
 
 /// Every policer, configured as in the BC-PQP evaluation (000 §6.1) for a 10 Mbit/s aggregate
@@ -85,23 +89,35 @@ fn contenders() -> Vec<Contender> {
         "priority(0, weighted({}))",
         (1..QUEUES).map(|q| format!("{q}:{q}")).collect::<Vec<_>>().join(", ")
     );
-    vec![
-        Contender { name: "token_bucket", toml: format!("kind = \"token_bucket\"\nrate = \"{rate}\"\nburst = {}\n", sizes.policer) },
+    [
+        Contender { flows: FLOWS_PER_AGGREGATE, name: "token_bucket", toml: format!("kind = \"token_bucket\"\nrate = \"{rate}\"\nburst = {}\n", sizes.policer) },
         Contender {
+            flows: FLOWS_PER_AGGREGATE,
             name: "srtcm",
             toml: format!("kind = \"srtcm\"\ncir = \"{rate}\"\ncbs = {}\nebs = {}\n", sizes.policer, sizes.policer),
         },
-        Contender { name: "pqp_fair", toml: phantom("pqp", "flow", "fair", pqp) },
-        Contender { name: FLOOR, toml: phantom("pqp", "flow", "fair", pqp) },
-        Contender { name: "bcpqp_fair", toml: phantom("bcpqp", "flow", "fair", sizes.bcpqp) },
-        Contender { name: "bcpqp_weighted", toml: phantom("bcpqp", "class", &weighted, sizes.bcpqp) },
-        Contender { name: "bcpqp_nested", toml: phantom("bcpqp", "class", &nested, sizes.bcpqp) },
+        Contender { flows: FLOWS_PER_AGGREGATE, name: "pqp_fair", toml: phantom("pqp", "flow", "fair", pqp) },
+        Contender { flows: FLOWS_PER_AGGREGATE, name: FLOOR, toml: phantom("pqp", "flow", "fair", pqp) },
+        Contender { flows: FLOWS_PER_AGGREGATE, name: "bcpqp_fair", toml: phantom("bcpqp", "flow", "fair", sizes.bcpqp) },
+        Contender { flows: FLOWS_PER_AGGREGATE, name: "bcpqp_weighted", toml: phantom("bcpqp", "class", &weighted, sizes.bcpqp) },
+        Contender { flows: FLOWS_PER_AGGREGATE, name: "bcpqp_nested", toml: phantom("bcpqp", "class", &nested, sizes.bcpqp) },
         Contender {
+            flows: FLOWS_PER_AGGREGATE,
             name: "fair_policer",
             toml: format!("kind = \"fair_policer\"\nrate = \"{rate}\"\nbucket = {}\n", sizes.fair_policer),
         },
     ]
+    .into_iter()
+    .chain(EXACT_FLOWS.iter().map(|&(name, flows)| Contender {
+        name,
+        toml: format!("kind = \"bcpqp\"\nrate = \"{rate}\"\nqueue_size = {}\nflows = \"exact\"\n", sizes.bcpqp),
+        flows,
+    }))
+    .collect()
 }
+
+/// BC-PQP with exact per-flow queues at these numbers of flows per aggregate (issue 17).
+const EXACT_FLOWS: [(&str, u64); 3] = [("bcpqp_exact_16", 16), ("bcpqp_exact_256", 256), ("bcpqp_exact_1024", 1024)];
 
 /// The shaper baseline of 000 §6.1: 16 queues of one BDP each, DRR (fair), flow hashing.
 fn shaper_config() -> anyhow::Result<ShaperConfig> {
@@ -114,8 +130,8 @@ fn shaper_config() -> anyhow::Result<ShaperConfig> {
     }
 }
 
-/// Arrival times and packets for `aggregates` aggregates of `rate` each.
-fn arrivals(seed: u64, aggregates: u32, packets: usize, rate: Rate) -> Vec<(Instant, Packet)> {
+/// Arrival times and packets for `aggregates` aggregates of `rate` each, `flows` flows each.
+fn arrivals(seed: u64, aggregates: u32, flows: u64, packets: usize, rate: Rate) -> Vec<(Instant, Packet)> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ aggregates as u64);
     let sizes: Vec<u32> = (0..packets).map(|_| if rng.gen_bool(0.7) { 1500 } else { rng.gen_range(40..1500) }).collect();
     let mean = sizes.iter().map(|&s| s as f64).sum::<f64>() / packets.max(1) as f64;
@@ -128,7 +144,7 @@ fn arrivals(seed: u64, aggregates: u32, packets: usize, rate: Rate) -> Vec<(Inst
             let pkt = Packet {
                 id: i as u64,
                 len,
-                flow: aggregate * FLOWS_PER_AGGREGATE + rng.gen_range(0..FLOWS_PER_AGGREGATE),
+                flow: aggregate * flows + rng.gen_range(0..flows),
                 class: rng.gen_range(0..QUEUES) as u16,
                 aggregate,
             };
@@ -243,6 +259,7 @@ macro_rules! with_policer {
             EnforcerConfig::Srtcm(c) => Ok({ let p = SrTcm::new(c); $bench.$f(|| p.clone()) }),
             EnforcerConfig::Trtcm(c) => Ok({ let p = TrTcm::new(c); $bench.$f(|| p.clone()) }),
             EnforcerConfig::Pqp(c) => Ok({ let p = Pqp::new(c); $bench.$f(|| p.clone()) }),
+            EnforcerConfig::Bcpqp(c) if c.flows == FlowQueuing::Exact => Ok({ let p = FlowBcPqp::new(c); $bench.$f(|| p.clone()) }),
             EnforcerConfig::Bcpqp(c) => Ok({ let p = BcPqp::new(c); $bench.$f(|| p.clone()) }),
             EnforcerConfig::FairPolicer(c) => Ok({ let p = FairPolicer::new(c); $bench.$f(|| p.clone()) }),
             other => Err(anyhow::anyhow!("'{}' is not a policer", other.kind())),
@@ -405,7 +422,14 @@ pub fn run(args: &BenchOptions, progress: &dyn Progress) -> anyhow::Result<Strin
     let mut cells: Vec<Vec<Cell>> = Vec::new();
     let mut shaper_cells: Vec<(u32, usize, ShaperCell)> = Vec::new();
     for &n in &plan.aggregates {
-        let arr = arrivals(args.seed, n, plan.packets, rate);
+        // One arrival array per flow count, shared by the contenders that use it.
+        let mut flow_counts: Vec<u64> = contenders.iter().map(|c| c.flows).collect();
+        flow_counts.sort_unstable();
+        flow_counts.dedup();
+        let arrs: Vec<(u64, Vec<(Instant, Packet)>)> =
+            flow_counts.into_iter().map(|f| (f, arrivals(args.seed, n, f, plan.packets, rate))).collect();
+        let arr_of = |flows: u64| &arrs.iter().find(|(f, _)| *f == flows).expect("an array per flow count").1;
+        let arr = arr_of(FLOWS_PER_AGGREGATE);
         let mut samples: Vec<Vec<(f64, f64)>> = vec![Vec::new(); configs.len()];
         let mut skipped: Vec<Option<String>> = vec![None; configs.len()];
         let mut shaper_samples: Vec<Vec<ShaperCell>> = vec![Vec::new(); SHAPER_BATCHES.len()];
@@ -420,14 +444,14 @@ pub fn run(args: &BenchOptions, progress: &dyn Progress) -> anyhow::Result<Strin
             for (i, cfg) in configs.iter().enumerate() {
                 progress.message(&format!("{} × {n}", contenders[i].name));
                 if skipped[i].is_none() {
-                    let bench = Bench { n, arr: &arr, warmup_laps: plan.warmup_laps };
+                    let bench = Bench { n, arr: arr_of(contenders[i].flows), warmup_laps: plan.warmup_laps };
                     samples[i].push(with_policer!(contenders[i].name, cfg, bench, time)?);
                 }
                 progress.advance(1);
             }
             if with_shaper && plan.shaper_aggregates.contains(&n) {
                 for (b, &batch) in SHAPER_BATCHES.iter().enumerate() {
-                    shaper_samples[b].push(time_shaper(&shaper_cfg, &arr, plan.warmup_laps, batch)?);
+                    shaper_samples[b].push(time_shaper(&shaper_cfg, arr, plan.warmup_laps, batch)?);
                 }
             }
             progress.advance(1);
@@ -606,7 +630,7 @@ mod tests {
     #[test]
     fn arrivals_overload_every_aggregate_evenly() {
         let rate = Rate::from_bits_per_sec(10_000_000);
-        let arr = arrivals(1, 4, 40_000, rate);
+        let arr = arrivals(1, 4, FLOWS_PER_AGGREGATE, 40_000, rate);
         assert!(arr.windows(2).all(|w| w[0].0 <= w[1].0));
         let span = arr.last().unwrap().0 .0 as f64 * 1e-9;
         for a in 0..4 {

@@ -17,6 +17,7 @@
 
 mod block;
 mod compile;
+mod flows;
 mod service;
 mod share;
 mod state;
@@ -24,4 +25,5 @@ mod state;
 mod tests;
 
 pub use compile::{CompileError, PhantomPolicy, MAX_DEPTH};
+pub use flows::{FlowQueues, FlowStats};
 pub use state::{div_rem_by_reciprocal, PhantomQueues};

@@ -1,0 +1,195 @@
+//! BC-PQP over exact per-flow queues (`flows = "exact"`, issue 17): burst control as in
+//! [`crate::bcpqp`] (000 §4: θ+, θ−, T, per queue, magic drains last), each flow its own queue
+//! under a flat `fair` policy, so X_i = ⌊r·T / n⌋ with n the non-empty queues (Q_i counted).
+//!
+//! What differs from the hashed mode, and why (docs/bcpqp.md, "Exact per-flow queues"):
+//! - A flow's queue is reclaimed once it has drained and its window has ended: its state is then
+//!   what closing that window would leave (no magic, nothing accepted), so forgetting the flow
+//!   changes no decision. Drained flows whose window still runs wait in the window FIFO.
+//! - Magic is clamped lazily: between two touches of a queue only service lowers it, so
+//!   min(M_i, L_i) taken when the queue is next touched equals the hashed mode's eager clamp.
+//! - Windows sit in one FIFO ordered by end (every window starts at `now` + T with `now` held
+//!   non-decreasing: a clock that steps back is taken as not moving); a due entry closes a magic
+//!   window, reclaims a drained flow, or is dropped. Entries left behind by a fill's restart are
+//!   recognised (their end is not the flow's) and dropped when due. Due windows are closed in
+//!   order of end, not of queue index, which flows do not have.
+
+use crate::bcpqp::{BcPqpConfig, BurstParams};
+use crate::pqp_flows::FlowPqp;
+use crate::units::NANOS_PER_SEC;
+use crate::{DropReason, Instant, Packet, Policer, Verdict};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// One flow's burst control (A'_i is not kept: only `priority` needs it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlowBurst {
+    /// Magic nano-bytes, clamped to the occupancy when the queue is touched.
+    pub magic_nb: u64,
+    /// Bytes accepted in the current window (A_i).
+    pub accepted: u64,
+    /// When the current window ends (ns); 0: none running.
+    pub window_end: u64,
+}
+
+/// One aggregate's BC-PQP over exact flow queues.
+#[derive(Debug, Clone)]
+pub struct FlowBcPqp {
+    core: FlowPqp<FlowBurst>,
+    burst: Arc<BurstParams>,
+    /// (window end, slot) of every window started, in order of end.
+    windows: VecDeque<(u64, u32)>,
+    burst_fills: u64,
+    magic_removals: u64,
+}
+
+impl FlowBcPqp {
+    pub fn new(cfg: &BcPqpConfig) -> Self {
+        let burst = Arc::new(BurstParams::of(cfg));
+        FlowBcPqp { core: FlowPqp::new(&cfg.pqp()), burst, windows: VecDeque::new(), burst_fills: 0, magic_removals: 0 }
+    }
+
+    pub fn core(&self) -> &FlowPqp<FlowBurst> {
+        &self.core
+    }
+
+    /// How many times a queue was filled with magic, and how many times magic was removed.
+    pub fn burst_events(&self) -> (u64, u64) {
+        (self.burst_fills, self.magic_removals)
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        self.core.memory_bytes() + self.windows.capacity() * std::mem::size_of::<(u64, u32)>()
+    }
+
+    /// Magic nano-bytes still in `flow`'s queue: min(M_i, L_i).
+    pub fn flow_magic_nb(&self, flow: u64) -> u64 {
+        let q = &self.core.queues;
+        q.slot_of_flow(flow).map_or(0, |s| q.data(s).magic_nb.min(q.occupancy(s)))
+    }
+
+    /// Σ over flows of min(M_i, L_i), nano-bytes (inspection: walks every slot holding magic).
+    pub fn magic_backlog_nb(&self) -> u128 {
+        let q = &self.core.queues;
+        // A queue restarted twice at one instant has two live entries: count it once.
+        let live: std::collections::BTreeSet<u32> =
+            self.windows.iter().filter(|&&(end, s)| q.data(s as usize).window_end == end).map(|&(_, s)| s).collect();
+        live.into_iter().map(|s| self.magic_of(s as usize) as u128).sum()
+    }
+
+    /// Window FIFO entries (stale ones included: fewer than the windows started in the last T).
+    pub fn window_entries(&self) -> usize {
+        self.windows.len()
+    }
+
+    /// Queue `s`'s magic, clamped to its occupancy (and stored so: magic drains last).
+    #[inline(always)]
+    fn clamp_magic(&mut self, s: usize) -> u64 {
+        let occupancy = self.core.queues.occupancy(s);
+        let d = self.core.queues.data_mut(s);
+        d.magic_nb = d.magic_nb.min(occupancy);
+        d.magic_nb
+    }
+
+    fn magic_of(&self, s: usize) -> u64 {
+        self.core.queues.data(s).magic_nb.min(self.core.queues.occupancy(s))
+    }
+
+    /// X_i = ⌊r·T / n⌋, n the non-empty queues, queue `s` counted (it is non-empty when asked).
+    #[inline]
+    fn expected_window_nb(&self) -> u64 {
+        self.burst.window_budget_nb / self.core.queues.active().max(1) as u64
+    }
+
+    /// Restarts queue `s`'s window at `t`.
+    fn restart_window(&mut self, s: usize, t: u64) {
+        let end = t.saturating_add(self.burst.window.0);
+        let d = self.core.queues.data_mut(s);
+        d.accepted = 0;
+        d.window_end = end;
+        // A fill right after the window's start at the same instant needs no second entry.
+        if self.windows.back() != Some(&(end, s as u32)) {
+            self.windows.push_back((end, s as u32));
+        }
+    }
+
+    /// Ends queue `s`'s window at `t`: removes its magic if it accepted less than θ−·X_i.
+    fn close_window(&mut self, s: usize, t: u64) {
+        let magic = self.clamp_magic(s);
+        if magic > 0 {
+            let accepted = self.core.queues.data(s).accepted;
+            if BurstParams::compare(accepted, self.burst.theta_minus, self.expected_window_nb()).is_lt() {
+                // A queue emptied here stays allocated: its new window runs.
+                self.core.queues.remove(s, magic);
+                self.core.queues.data_mut(s).magic_nb = 0;
+                self.magic_removals += 1;
+            }
+        }
+        self.restart_window(s, t);
+    }
+
+    /// Handles the windows due at `t`: closes those holding magic, reclaims drained flows.
+    #[inline]
+    fn close_due_windows(&mut self, t: u64) {
+        while let Some(&(end, s)) = self.windows.front() {
+            if end > t {
+                return;
+            }
+            self.windows.pop_front();
+            let s = s as usize;
+            if self.core.queues.data(s).window_end != end {
+                continue; // restarted by a fill, or the slot was reclaimed
+            }
+            if self.clamp_magic(s) > 0 {
+                self.close_window(s, t);
+            } else if self.core.queues.occupancy(s) == 0 {
+                self.core.queues.reclaim(s);
+            }
+            // Otherwise the window closes at the flow's next arrival, and the flow is reclaimed
+            // when its queue drains (the window has ended by then).
+        }
+    }
+
+    /// Fills queue `s` with magic up to B and restarts its window (000 §4).
+    fn fill_with_magic(&mut self, s: usize, t: u64) {
+        let magic = self.core.queue_size_nb() - self.core.queues.occupancy(s);
+        self.core.queues.add(s, magic);
+        self.core.queues.data_mut(s).magic_nb = magic;
+        self.burst_fills += 1;
+        self.restart_window(s, t);
+    }
+}
+
+impl Policer for FlowBcPqp {
+    fn on_arrival(&mut self, now: Instant, pkt: &Packet) -> Verdict {
+        let t = now.max(self.core.last()).0;
+        // A drained queue outlives its flow's silence only while its window runs.
+        self.core.advance(now, &mut |d: &mut FlowBurst| {
+            d.magic_nb = 0;
+            t >= d.window_end
+        });
+        self.close_due_windows(t);
+        let s = self.core.queues.slot(pkt.flow);
+        if t >= self.core.queues.data(s).window_end {
+            self.close_window(s, t);
+        }
+        let len = pkt.len as u64;
+        let occupancy = self.core.queues.occupancy(s);
+        let magic = self.clamp_magic(s);
+        let size = self.core.queue_size_nb();
+        let reason = || {
+            let room_without_magic = (occupancy - magic).saturating_add(len * NANOS_PER_SEC) <= size;
+            if room_without_magic { DropReason::BurstControl } else { DropReason::Overlimit }
+        };
+        let verdict = self.core.admit(s, occupancy, len, reason);
+        if verdict.is_pass() {
+            let d = self.core.queues.data_mut(s);
+            d.accepted += len;
+            let accepted = d.accepted;
+            if magic == 0 && BurstParams::compare(accepted, self.burst.theta_plus, self.expected_window_nb()).is_gt() {
+                self.fill_with_magic(s, t);
+            }
+        }
+        verdict
+    }
+}

@@ -1,0 +1,321 @@
+//! Exact per-flow phantom queues under a flat `fair` policy (issue 17): one queue per flow,
+//! created at the flow's first packet and given back once it has drained and its owner lets it
+//! go (as Linux sch_fq detaches idle flows and collects them), at most `max_flows` per aggregate.
+//!
+//! Service is the fluid fair share of 000 §3.2 (GPS with unit weights) kept as one level in
+//! virtual time, as `lab::bench_floor::FairPqpFloor` does for hashed queues: every non-empty
+//! queue has been served `level` nano-bytes since it became non-empty, so queue q holds
+//! finish[q] − level, and between two emptyings the level rises at r/n for n non-empty queues.
+//! The non-empty queues sit in a min-heap keyed by a lower bound of their finish: an arrival to a
+//! non-empty queue only raises its finish and leaves the heap alone; when the level reaches the
+//! smallest key, that queue is either empty (it leaves the heap) or was re-filled meanwhile (its
+//! key becomes its finish). Every activation ends in one emptying, so an arrival costs amortised
+//! O(log n), whatever the number of flows, instead of `PhantomQueues`' O(n) hand-out.
+//!
+//! Service that does not divide evenly among the n non-empty queues (< n nano-bytes) is carried
+//! to the next arrival, not placed one nano-byte per queue in list order as `PhantomQueues` does:
+//! occupancies differ from the hashed mode's by less than a byte (`pqp_flows.rs` tests it).
+
+use crate::fast_hash::FastMap;
+
+/// Not in the heap / no slot.
+const NONE: u32 = u32::MAX;
+/// The level is rebased to 0 past this, so that level + a queue's size (≤ 16 GiB in nano-bytes,
+/// 1.7·10¹⁹) stays inside u64.
+const REBASE_AT: u64 = 1 << 60;
+
+#[derive(Debug, Clone)]
+struct Slot<T> {
+    flow: u64,
+    /// Level at which the queue is empty (nano-bytes of virtual time).
+    finish: u64,
+    /// Heap key: ≤ finish while in the heap (arrivals raise finish, not the key).
+    key: u64,
+    /// Position in the heap, NONE while the queue is empty.
+    pos: u32,
+    /// The owner's per-flow state (BC-PQP's burst control).
+    data: T,
+}
+
+/// Counters of the flow table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlowStats {
+    pub flows_created: u64,
+    pub flows_reclaimed: u64,
+    /// Packets of flows that found the table full and went to the shared overflow queue.
+    pub overflow_packets: u64,
+}
+
+/// One aggregate's exact per-flow phantom queues (occupancies in nano-bytes).
+#[derive(Debug, Clone)]
+pub struct FlowQueues<T> {
+    slot_of: FastMap<u64, u32>,
+    slots: Vec<Slot<T>>,
+    free: Vec<u32>,
+    /// Non-empty queues, a binary min-heap by `key`.
+    heap: Vec<u32>,
+    level: u64,
+    /// Service owed but not yet given: the part of a batch that did not divide among the queues.
+    carry: u64,
+    /// The queue shared by the flows that found the table full (NONE until needed).
+    overflow: u32,
+    max_flows: usize,
+    stats: FlowStats,
+}
+
+impl<T: Default> FlowQueues<T> {
+    pub fn new(max_flows: usize) -> Self {
+        FlowQueues {
+            slot_of: FastMap::default(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            heap: Vec::new(),
+            level: 0,
+            carry: 0,
+            overflow: NONE,
+            max_flows,
+            stats: FlowStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> FlowStats {
+        self.stats
+    }
+
+    /// Non-empty queues (the n that share the rate).
+    #[inline(always)]
+    pub fn active(&self) -> usize {
+        self.heap.len()
+    }
+
+    /// Flows holding a queue (the overflow queue counted as one).
+    pub fn allocated(&self) -> usize {
+        self.slot_of.len() + (self.overflow != NONE) as usize
+    }
+
+    /// Bytes on the heap: slots, free list, heap and flow map as allocated (the map's control
+    /// bytes and load factor included), so the figure grows with the peak of live flows.
+    pub fn heap_bytes(&self) -> usize {
+        let map = self.slot_of.capacity() * (std::mem::size_of::<(u64, u32)>() + 1);
+        self.slots.capacity() * std::mem::size_of::<Slot<T>>() + (self.free.capacity() + self.heap.capacity()) * 4 + map
+    }
+
+    /// The slot of `flow`, created if it has none; the overflow queue if `max_flows` flows hold one.
+    #[inline]
+    pub fn slot(&mut self, flow: u64) -> usize {
+        if let Some(&s) = self.slot_of.get(&flow) {
+            return s as usize;
+        }
+        self.new_slot(flow)
+    }
+
+    #[inline(never)]
+    fn new_slot(&mut self, flow: u64) -> usize {
+        if self.slot_of.len() >= self.max_flows {
+            self.stats.overflow_packets += 1;
+            if self.overflow == NONE {
+                self.overflow = self.take_slot(flow);
+            }
+            return self.overflow as usize;
+        }
+        let s = self.take_slot(flow);
+        self.slot_of.insert(flow, s);
+        s as usize
+    }
+
+    fn take_slot(&mut self, flow: u64) -> u32 {
+        self.stats.flows_created += 1;
+        let slot = Slot { flow, finish: 0, key: 0, pos: NONE, data: T::default() };
+        match self.free.pop() {
+            Some(s) => {
+                self.slots[s as usize] = slot;
+                s
+            }
+            None => {
+                self.slots.push(slot);
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    /// The slot `flow` holds, if any (inspection).
+    pub fn slot_of_flow(&self, flow: u64) -> Option<usize> {
+        self.slot_of.get(&flow).map(|&s| s as usize)
+    }
+
+    /// Gives an empty slot back (its flow is forgotten).
+    pub fn reclaim(&mut self, s: usize) {
+        debug_assert_eq!(self.slots[s].pos, NONE, "only an empty queue is reclaimed");
+        if s as u32 == self.overflow {
+            self.overflow = NONE;
+        } else {
+            self.slot_of.remove(&self.slots[s].flow);
+        }
+        self.slots[s].data = T::default();
+        self.free.push(s as u32);
+        self.stats.flows_reclaimed += 1;
+    }
+
+    #[inline(always)]
+    pub fn data(&self, s: usize) -> &T {
+        &self.slots[s].data
+    }
+
+    #[inline(always)]
+    pub fn data_mut(&mut self, s: usize) -> &mut T {
+        &mut self.slots[s].data
+    }
+
+    /// Occupancy of slot `s` in nano-bytes.
+    #[inline(always)]
+    pub fn occupancy(&self, s: usize) -> u64 {
+        let slot = &self.slots[s];
+        if slot.pos == NONE { 0 } else { slot.finish - self.level }
+    }
+
+    /// Σ occupancy over every queue (inspection: walks the non-empty queues).
+    pub fn backlog(&self) -> u128 {
+        self.heap.iter().map(|&s| self.occupancy(s as usize) as u128).sum()
+    }
+
+    /// Serves `budget` nano-bytes fairly. Each queue that empties is offered to `release`, with
+    /// its owner's state; it is reclaimed if `release` says so.
+    #[inline]
+    pub fn serve(&mut self, budget: u64, release: &mut impl FnMut(&mut T) -> bool) {
+        let mut budget = budget.saturating_add(self.carry);
+        loop {
+            let n = self.heap.len() as u64;
+            if n == 0 {
+                // Idle: service is lost, as the shaper's link idles; the level restarts.
+                (self.carry, self.level) = (0, 0);
+                return;
+            }
+            let top = self.heap[0] as usize;
+            let reach = self.slots[top].key - self.level;
+            // The common case: nobody reaches its key, every queue gets an equal part.
+            if budget / n < reach {
+                let part = budget / n;
+                self.level += part;
+                self.carry = budget - part * n;
+                if self.level > REBASE_AT {
+                    self.rebase();
+                }
+                return;
+            }
+            // budget ≥ reach·n here, so the product does not overflow.
+            budget -= reach * n;
+            self.level = self.slots[top].key;
+            let slot = &mut self.slots[top];
+            if slot.finish > self.level {
+                slot.key = slot.finish;
+                self.sift_down(0);
+            } else {
+                self.heap_remove(0);
+                if release(&mut self.slots[top].data) {
+                    self.reclaim(top);
+                }
+            }
+        }
+    }
+
+    /// Adds `nb` nano-bytes to slot `s` (a packet, or BC-PQP's magic).
+    #[inline]
+    pub fn add(&mut self, s: usize, nb: u64) {
+        let level = self.level;
+        let slot = &mut self.slots[s];
+        if slot.pos != NONE {
+            slot.finish = slot.finish.saturating_add(nb);
+            return;
+        }
+        slot.finish = level.saturating_add(nb);
+        slot.key = slot.finish;
+        slot.pos = self.heap.len() as u32;
+        self.heap.push(s as u32);
+        self.sift_up(self.heap.len() - 1);
+    }
+
+    /// Takes `nb` ≤ occupancy nano-bytes out of slot `s` (BC-PQP's magic removal); whether the
+    /// queue is empty now (it is then out of the heap, still allocated).
+    pub fn remove(&mut self, s: usize, nb: u64) -> bool {
+        let slot = &mut self.slots[s];
+        debug_assert!(slot.pos != NONE && slot.finish - self.level >= nb);
+        slot.finish = slot.finish.saturating_sub(nb);
+        let pos = slot.pos as usize;
+        if slot.finish <= self.level {
+            self.heap_remove(pos);
+            return true;
+        }
+        if slot.key > slot.finish {
+            slot.key = slot.finish;
+            self.sift_up(pos);
+        }
+        false
+    }
+
+    fn rebase(&mut self) {
+        for &s in &self.heap {
+            let slot = &mut self.slots[s as usize];
+            slot.finish -= self.level;
+            slot.key -= self.level;
+        }
+        self.level = 0;
+    }
+
+    #[inline(always)]
+    fn key_at(&self, i: usize) -> u64 {
+        self.slots[self.heap[i] as usize].key
+    }
+
+    #[inline(always)]
+    fn place(&mut self, i: usize, s: u32) {
+        self.heap[i] = s;
+        self.slots[s as usize].pos = i as u32;
+    }
+
+    fn sift_up(&mut self, mut i: usize) {
+        let s = self.heap[i];
+        let key = self.slots[s as usize].key;
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if self.key_at(parent) <= key {
+                break;
+            }
+            self.place(i, self.heap[parent]);
+            i = parent;
+        }
+        self.place(i, s);
+    }
+
+    fn sift_down(&mut self, mut i: usize) {
+        let s = self.heap[i];
+        let key = self.slots[s as usize].key;
+        let n = self.heap.len();
+        loop {
+            let left = 2 * i + 1;
+            if left >= n {
+                break;
+            }
+            let child = if left + 1 < n && self.key_at(left + 1) < self.key_at(left) { left + 1 } else { left };
+            if self.key_at(child) >= key {
+                break;
+            }
+            self.place(i, self.heap[child]);
+            i = child;
+        }
+        self.place(i, s);
+    }
+
+    /// Takes the heap's `i`-th entry out (its slot's `pos` becomes NONE).
+    fn heap_remove(&mut self, i: usize) {
+        let s = self.heap[i] as usize;
+        self.slots[s].pos = NONE;
+        let last = self.heap.pop().expect("non-empty heap");
+        if i < self.heap.len() {
+            self.place(i, last);
+            // The moved entry may belong above or below `i`.
+            self.sift_up(i);
+            let j = self.slots[last as usize].pos as usize;
+            self.sift_down(j);
+        }
+    }
+}
