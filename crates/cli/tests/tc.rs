@@ -223,6 +223,10 @@ fn tc_bad_input_is_named() {
     std::fs::write(&cfg, "kind = \"token_bucket\"\nrate = \"0mbit\"\nburst = \"20kb\"\n").unwrap();
     let (ok, out) = ratekit(&["tc", "attach", "--dev", "lo", "--config", cfg.to_str().unwrap()]);
     assert!(!ok && out.contains("0mbit"), "{out}");
+    // The programs hash flows into fixed queues: exact per-flow queues are refused, not run hashed.
+    std::fs::write(&cfg, "kind = \"bcpqp\"\nrate = \"8mbit\"\nqueue_size = \"20kb\"\nflows = \"exact\"\n").unwrap();
+    let (ok, out) = ratekit(&["tc", "attach", "--dev", "rk-no-such-if0", "--config", cfg.to_str().unwrap()]);
+    assert!(!ok && out.contains("flows = \"exact\""), "{out}");
     std::fs::remove_file(&cfg).unwrap();
 }
 

@@ -161,6 +161,10 @@ impl BpfParams {
 /// depth-first node order), within the BPF program's bounds.
 fn pq_params(c: &ratekit_core::pqp::PqpConfig) -> Result<PqParams, BpfError> {
     c.validate()?;
+    // The programs hash flows into fixed queues; exact per-flow queues run in the middlebox.
+    if c.flows == ratekit_core::pqp::FlowQueuing::Exact {
+        return Err(BpfError::OutOfBounds("flows = \"exact\" (one queue per flow)".into()));
+    }
     if c.queues as usize > PQ_QUEUES {
         return Err(BpfError::OutOfBounds(format!("queues = {}", c.queues)));
     }
