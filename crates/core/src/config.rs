@@ -186,8 +186,9 @@ impl<'de> Deserialize<'de> for EnforcerConfig {
 }
 
 /// Serde reports an unknown key at the struct's own level; the key is the field to name.
+/// The key serde names in an unknown- or missing-field message at the table's root.
 fn unknown_field_name(message: &str) -> String {
-    match message.strip_prefix("unknown field `") {
+    match message.strip_prefix("unknown field `").or_else(|| message.strip_prefix("missing field `")) {
         Some(rest) => rest.split('`').next().unwrap_or("").to_string(),
         None => String::new(),
     }
@@ -294,6 +295,7 @@ mod tests {
         assert_eq!(e.field, "brust", "{e}");
         let e = EnforcerConfig::from_toml("kind = \"token_bucket\"\nrate = \"1mbit\"").unwrap_err();
         assert!(e.message.contains("burst"), "{e}");
+        assert_eq!(e.field, "burst", "a missing key is named as the field: {e}");
         let e = EnforcerConfig::from_toml("kind = \"token_bucket\"\nrate = \"1mbit\"\nburst = \"64 furlongs\"").unwrap_err();
         assert_eq!(e.field, "burst", "{e}");
         let e = EnforcerConfig::from_toml("kind = \"token_bucket\"\nrate = ").unwrap_err();
