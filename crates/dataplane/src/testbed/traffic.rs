@@ -212,10 +212,17 @@ pub fn send(flow: &Flow, dst: Ipv4Addr, t0: Instant, end: Instant, seed: u64, st
         return Ok(());
     }
     let remaining = end.saturating_duration_since(Instant::now());
-    let mut conn = TcpStream::connect_timeout(&SocketAddr::from((dst, TCP_PORT)), remaining.max(Duration::from_millis(1)))
+    // The congestion control is chosen before the SYN, as on a server whose default it is: set
+    // after connecting, the socket first runs the namespace's default (BBR on this kind of
+    // machine), whose init turns on the kernel's internal pacing, and switching to CUBIC or Reno
+    // leaves it on (sk_pacing_status is never reset), so they would run paced.
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, Some(socket2::Protocol::TCP))
+        .map_err(io("socket"))?;
+    set_cc(&sock, flow.id, flow.cc.as_str())?;
+    set_dscp(&sock, flow.class).map_err(io("IP_TOS"))?;
+    sock.connect_timeout(&SocketAddr::from((dst, TCP_PORT)).into(), remaining.max(Duration::from_millis(1)))
         .map_err(io("connect"))?;
-    set_cc(&conn, flow.id, flow.cc.as_str())?;
-    set_dscp(&conn, flow.class).map_err(io("IP_TOS"))?;
+    let mut conn: TcpStream = sock.into();
     conn.set_write_timeout(Some(Duration::from_millis(50))).map_err(io("SO_SNDTIMEO"))?;
     conn.write_all(&header(flow.id)).map_err(io("write"))?;
     let chunk = vec![0u8; 1 << 16];
