@@ -274,7 +274,7 @@ impl TcpSender {
         self.tlp_high_seq = None;
         self.tlp_deadline = None;
         self.refresh_conn(now);
-        if self.conn.ca_state != CaState::Loss {
+        if self.reduction_due_on_rto() {
             self.conn.ssthresh = self.cc.ssthresh(&self.conn);
         }
         self.conn.cwnd = 1;
@@ -303,6 +303,20 @@ impl TcpSender {
         self.cc.set_state(&self.conn, CaState::Loss);
         self.backoff += 1;
         self.rto_deadline = Some(now + (self.rto_ns << self.backoff.min(16)).min(RTO_MAX_NS));
+    }
+
+    /// `tcp_enter_loss` reduces ssthresh only if it has not been reduced in this window: from
+    /// Open, once the previous recovery's data (up to `high_seq`) is acknowledged, or on the
+    /// first RTO in Loss after new data were acknowledged (`icsk_retransmits` is 0; it counts
+    /// the RTOs since snd_una last advanced, which `backoff` does here). An RTO during Recovery
+    /// keeps the ssthresh Recovery set from the full window, where recomputing it from the
+    /// PRR-reduced cwnd would cut it a second time.
+    fn reduction_due_on_rto(&self) -> bool {
+        match self.conn.ca_state {
+            CaState::Open => true,
+            CaState::Recovery => self.conn.snd_una >= self.high_seq,
+            CaState::Loss => self.conn.snd_una >= self.high_seq || self.backoff == 0,
+        }
     }
 
     fn enter_recovery(&mut self, now: u64) {
@@ -693,17 +707,23 @@ mod tests {
         slow_start: bool,
     }
 
+    /// What the scripted path reports to its observer.
+    enum Event {
+        /// The sender processed an ACK.
+        Ack,
+        /// The sender or receiver ran a timer.
+        Timer,
+        /// A data segment leaves the sender; the observer returns false to drop it.
+        Send(Pkt),
+    }
+
     /// One flow over a FIFO bottleneck of `rate_bps` with an unbounded queue and `rtt_ns` of
-    /// propagation; `drop_seq` is lost once, so that the flow leaves slow start.
-    fn run_flow(cc: CcKind, pacing: bool, rate_bps: f64, rtt_ns: u64, drop_seq: Option<u32>, until_ns: u64) -> Vec<Send> {
+    /// propagation, run until `until_ns`; `observe` sees the sender after every event and decides
+    /// which data transmissions are lost. ACKs are never lost.
+    fn run_path(tx: &mut TcpSender, rx: &mut TcpReceiver, rate_bps: f64, rtt_ns: u64, until_ns: u64, mut observe: impl FnMut(&TcpSender, Event) -> bool) {
         let mut ctx = Ctx::default();
-        let mut tx = TcpSender::new(SENDER, 0, Cc::new(cc, 1), App::Backlogged);
-        tx.set_pacing(pacing);
-        let mut rx = TcpReceiver::new(RECEIVER, 0, None);
         let mut wire: BinaryHeap<Reverse<(u64, u64, u32)>> = BinaryHeap::new();
-        let (mut order, mut link_free, mut dropped) = (0u64, 0u64, false);
-        let (mut expected_rate, mut slow_start) = (None, true);
-        let mut sends = Vec::new();
+        let (mut order, mut link_free) = (0u64, 0u64);
         tx.schedule_start(&mut ctx, 0);
         loop {
             let next_wire = wire.peek().map_or(u64::MAX, |Reverse((t, _, _))| *t);
@@ -713,6 +733,7 @@ mod tests {
                 } else {
                     rx.on_timer(&mut ctx);
                 }
+                observe(tx, Event::Timer);
             } else if next_wire <= until_ns {
                 let Reverse((t, _, i)) = wire.pop().expect("peeked");
                 ctx.ev.advance_to(t);
@@ -722,10 +743,7 @@ mod tests {
                     rx.on_data(&mut ctx, p.seq, p.len - HEADER);
                 } else {
                     tx.on_ack(&mut ctx, p.ack, p.sack);
-                    let c = &tx.conn;
-                    slow_start = c.cwnd < c.ssthresh / 2;
-                    let ratio = if slow_start { 2.0 } else { 1.2 };
-                    expected_rate = Some(ratio * c.cwnd.max(tx.packets_out()) as f64 * MSS as f64 * 1e9 / tx.srtt_ns as f64);
+                    observe(tx, Event::Ack);
                 }
             } else {
                 break;
@@ -735,9 +753,7 @@ mod tests {
                 let p = *ctx.pool.get(i);
                 order += 1;
                 let arrive = if p.kind == Kind::Data {
-                    sends.push(Send { t: now, len: p.len, expected_rate: if pacing { expected_rate } else { None }, slow_start });
-                    if Some(p.seq) == drop_seq && !dropped {
-                        dropped = true;
+                    if !observe(tx, Event::Send(p)) {
                         ctx.pool.release(i);
                         continue;
                     }
@@ -749,6 +765,32 @@ mod tests {
                 wire.push(Reverse((arrive, order, i)));
             }
         }
+    }
+
+    /// A backlogged flow through `run_path`; `drop_seq` is lost once, so that the flow leaves
+    /// slow start.
+    fn run_flow(cc: CcKind, pacing: bool, rate_bps: f64, rtt_ns: u64, drop_seq: Option<u32>, until_ns: u64) -> Vec<Send> {
+        let mut tx = TcpSender::new(SENDER, 0, Cc::new(cc, 1), App::Backlogged);
+        tx.set_pacing(pacing);
+        let mut rx = TcpReceiver::new(RECEIVER, 0, None);
+        let (mut expected_rate, mut slow_start, mut dropped) = (None, true, false);
+        let mut sends = Vec::new();
+        run_path(&mut tx, &mut rx, rate_bps, rtt_ns, until_ns, |tx, event| match event {
+            Event::Ack => {
+                let c = &tx.conn;
+                slow_start = c.cwnd < c.ssthresh / 2;
+                let ratio = if slow_start { 2.0 } else { 1.2 };
+                expected_rate = Some(ratio * c.cwnd.max(tx.packets_out()) as f64 * MSS as f64 * 1e9 / tx.srtt_ns as f64);
+                true
+            }
+            Event::Timer => true,
+            Event::Send(p) => {
+                sends.push(Send { t: tx.last_send_ns, len: p.len, expected_rate: if pacing { expected_rate } else { None }, slow_start });
+                let lost = Some(p.seq) == drop_seq && !dropped;
+                dropped |= lost;
+                !lost
+            }
+        });
         sends
     }
 
@@ -792,5 +834,36 @@ mod tests {
     fn set_pacing_leaves_bbr_unchanged() {
         let times = |pacing| run_flow(CcKind::Bbr, pacing, 20e6, 20_000_000, Some(300), 2_000_000_000).iter().map(|s| s.t).collect::<Vec<_>>();
         assert_eq!(times(true), times(false));
+    }
+
+    #[test]
+    fn rto_during_recovery_keeps_the_ssthresh_recovery_set() {
+        // Segment 40 is lost, then its retransmission and everything sent after it, so no later
+        // delivery reveals the lost retransmission and the RTO fires in Recovery.
+        let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Cubic, 1), App::Backlogged);
+        let mut rx = TcpReceiver::new(RECEIVER, 0, None);
+        let (mut sends_of_40, mut in_recovery, mut after_rto) = (0, None, None);
+        run_path(&mut tx, &mut rx, 100e6, 20_000_000, 2_000_000_000, |tx, event| match event {
+            Event::Send(p) => {
+                sends_of_40 += u32::from(p.seq == 40);
+                let lost = if p.seq == 40 { sends_of_40 <= 2 } else { sends_of_40 >= 2 && after_rto.is_none() };
+                !lost
+            }
+            _ => {
+                let c = &tx.conn;
+                if c.ca_state == CaState::Recovery && in_recovery.is_none() {
+                    in_recovery = Some(c.ssthresh);
+                }
+                if c.ca_state == CaState::Loss && after_rto.is_none() {
+                    after_rto = Some((c.ssthresh, tx.stats.timeouts));
+                }
+                true
+            }
+        });
+        let ssthresh = in_recovery.expect("recovery entered");
+        assert!(ssthresh > 10, "ssthresh {ssthresh}: the loss came in a large window");
+        let (after, timeouts) = after_rto.expect("an RTO fired");
+        assert_eq!(timeouts, 1);
+        assert_eq!(after, ssthresh, "tcp_enter_loss does not reduce ssthresh again within the recovery's window");
     }
 }
