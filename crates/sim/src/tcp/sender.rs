@@ -3,8 +3,9 @@
 //! SACK scoreboard with RACK loss detection (reordering window min_rtt/4 until three segments
 //! are SACKed or recovery starts, then 0), PRR (RFC 6937) in Recovery, RTO = srtt + max(4·rttvar,
 //! 200 ms) with exponential backoff and every un-SACKed segment marked lost, delivery-rate
-//! sampling for BBR, tail loss probes (PTO = 2·srtt, + 200 ms with one segment out, at least
-//! 10 ms, one probe per flight), cwnd restart after idle, initial window 10, MSS 1448.
+//! sampling for BBR, tail loss probes (PTO = 2·srtt + 2 ms, + 200 ms instead with one segment
+//! out, cut to the RTO's time, one probe per flight), cwnd restart after idle, initial window
+//! 10, MSS 1448.
 //! Optional fq-style pacing for the models that do not pace themselves (`set_pacing`).
 //! Not modelled: undo of spurious reductions (no reordering exists here),
 //! TSO/GSO bursts, receive-window limits.
@@ -20,6 +21,8 @@ pub const INIT_CWND: u32 = 10;
 const RTO_MIN_NS: u64 = 200_000_000;
 const RTO_INIT_NS: u64 = 1_000_000_000;
 const RTO_MAX_NS: u64 = 120_000_000_000;
+/// Linux's TCP_TIMEOUT_MIN_US: the least a TCP timer is armed for.
+const TIMEOUT_MIN_NS: u64 = 2_000_000;
 const DUPTHRESH: u32 = 3;
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -215,17 +218,19 @@ impl TcpSender {
             self.app.start(now);
         }
         self.app.poll(now, self.conn.snd_una);
-        if let Some(d) = self.rto_deadline {
-            if now >= d && self.packets_out() > 0 {
-                self.on_rto(now);
-            }
-        }
+        // Linux keeps one retransmission timer: a pending probe stands in for the RTO, so the
+        // probe goes first and re-arms the RTO from its own transmission.
         if let Some(d) = self.tlp_deadline {
             if now >= d {
                 self.tlp_deadline = None;
                 if self.packets_out() > 0 && self.conn.ca_state == CaState::Open {
                     self.send_loss_probe(ctx);
                 }
+            }
+        }
+        if let Some(d) = self.rto_deadline {
+            if now >= d && self.packets_out() > 0 {
+                self.on_rto(now);
             }
         }
         if let Some(d) = self.reo_deadline {
@@ -639,22 +644,19 @@ impl TcpSender {
         ctx.send(Pkt { flow: self.flow, kind: Kind::Data, seq, len, sack: NO_SACK, ..Pkt::default() });
     }
 
-    /// tcp_schedule_loss_probe: only in Open state, with an RTT estimate, one probe per flight,
-    /// and only if it would fire before the RTO.
+    /// tcp_schedule_loss_probe (Linux 6.x): only in Open state, with an RTT estimate, one probe
+    /// per flight; PTO = 2·srtt plus rto_min with one segment out (a delayed ACK may hold its
+    /// ACK back), else plus TCP_TIMEOUT_MIN. A PTO beyond the pending RTO is cut to the RTO's
+    /// time rather than dropped: Linux arms the probe in place of the RTO, so a flight in Open
+    /// state always sends a probe before it times out.
     fn schedule_loss_probe(&mut self, now: u64) {
         if self.conn.ca_state != CaState::Open || self.packets_out() == 0 || self.srtt_ns == 0 || self.tlp_high_seq.is_some() {
             self.tlp_deadline = None;
             return;
         }
-        let mut pto = 2 * self.srtt_ns;
-        if self.packets_out() == 1 {
-            pto += RTO_MIN_NS;
-        }
-        let at = now + pto.max(10_000_000);
-        self.tlp_deadline = match self.rto_deadline {
-            Some(rto) if at >= rto => None,
-            _ => Some(at),
-        };
+        let pto = 2 * self.srtt_ns + if self.packets_out() == 1 { RTO_MIN_NS } else { TIMEOUT_MIN_NS };
+        let at = now + pto;
+        self.tlp_deadline = Some(self.rto_deadline.map_or(at, |rto| at.min(rto)));
     }
 
     /// tcp_cwnd_restart (slow_start_after_idle): halve cwnd per RTO idle, down to IW.
@@ -865,5 +867,27 @@ mod tests {
         let (after, timeouts) = after_rto.expect("an RTO fired");
         assert_eq!(timeouts, 1);
         assert_eq!(after, ssthresh, "tcp_enter_loss does not reduce ssthresh again within the recovery's window");
+    }
+
+    #[test]
+    fn a_lone_lost_tail_segment_gets_a_probe_at_the_rto_time_instead_of_an_rto() {
+        // Five segments; the last is lost once. With one segment out the PTO (2·srtt + 200 ms)
+        // lies beyond the RTO (srtt + 200 ms), so Linux probes at the RTO's time and the probe
+        // (a retransmission of the tail) repairs the loss without a timeout.
+        let segments = 5;
+        let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Cubic, 1), App::Finite { segments, last_payload: MSS });
+        let mut rx = TcpReceiver::new(RECEIVER, 0, Some((segments, MSS)));
+        let mut dropped = false;
+        run_path(&mut tx, &mut rx, 100e6, 20_000_000, 3_000_000_000, |_, event| match event {
+            Event::Send(p) if p.seq == segments - 1 && !dropped => {
+                dropped = true;
+                false
+            }
+            _ => true,
+        });
+        assert!(rx.completed_ns.is_some(), "the transfer completes");
+        assert_eq!((tx.stats.loss_probes, tx.stats.timeouts), (1, 0));
+        let done = rx.completed_ns.expect("checked");
+        assert!((200_000_000..300_000_000).contains(&done), "repaired by the probe at about srtt + 200 ms + RTT/2, not later: {done} ns");
     }
 }
