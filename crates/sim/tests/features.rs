@@ -132,10 +132,16 @@ fn flows_stop_offering_data_at_their_stop_time() {
     let bytes = |flow: usize, from: f64, to: f64| -> f64 {
         (window_of(from)..window_of(to)).map(|w| series.goodput_bps[w][flow]).sum::<f64>()
     };
-    // The policer drops (20 Mbit/s offered beyond CBR's 12): the bulk flow repairs losses after
-    // its stop, and is silent from 1.6 s on; the on-off flow is silent from 2.6 s on.
-    assert!(s.flows[1].counts.as_ref().unwrap().retransmits > 0);
-    assert!(bytes(1, 0.5, 1.0) > 0.0 && bytes(1, 1.0, 1.6) > 0.0);
+    // The policer drops (20 Mbit/s offered beyond CBR's 12): the bulk flow repairs every loss,
+    // also those still open at its stop (all it sent arrives: each segment once, retransmissions
+    // aside), and is silent from 1.6 s on; the on-off flow is silent from 2.6 s on. Whether a
+    // loss is still open at the stop is chance (seed 1: yes before the receiver's quick-ack
+    // re-entry, no after), so the window after the stop may or may not carry bytes.
+    let bulk = &s.flows[1];
+    let counts = bulk.counts.as_ref().unwrap();
+    assert!(counts.retransmits > 0);
+    assert_eq!(bulk.delivered_bytes, (counts.enforcer_arrivals - counts.retransmits) * 1448);
+    assert!(bytes(1, 0.5, 1.0) > 0.0);
     assert_eq!(bytes(1, 1.6, 4.0), 0.0);
     assert!(bytes(2, 1.5, 2.0) > 0.0);
     assert_eq!(bytes(2, 2.6, 4.0), 0.0);

@@ -144,9 +144,14 @@ fn runs_are_deterministic_per_seed() {
 #[test]
 fn bcpqp_mix_of_100_aggregates_enforces_the_rate() {
     // speed-100-aggregates.toml shortened to 4 s (the full 60 s is the speed benchmark, not a
-    // CI test). Aggregates of backlogged flows must get ≈ r in the mean (goodput is 0.965 of
-    // the wire rate; the 10 MB phantom queues still absorb start-up bursts this early, hence
-    // 1.05) and stay bounded in the tail; on-off-only aggregates must not exceed r.
+    // CI test). Aggregates of backlogged flows must get ≈ r together (goodput is 0.965 of the
+    // wire rate), none above 1.05 (the 10 MB phantom queues still absorb start-up bursts this
+    // early), and stay bounded in the tail; on-off-only aggregates must not exceed r.
+    // One aggregate's 2 s mean is no tighter than 0.75: ten BBR (aggregate 10) or Vegas
+    // (aggregate 15) flows at 2 ms RTT lose about half their packets to the policer, and their
+    // mean varies with the seed, 0.78-0.92 over seeds 1-5 with either tail-loss-probe timing
+    // (the 10 ms PTO floor of older kernels or Linux 6.x's 2·srtt + 2 ms), and 0.79 for
+    // aggregate 15 over the full 60 s; the mean over all backlogged aggregates stays 0.96-0.97.
     let text = std::fs::read_to_string(scenario("speed-100-aggregates.toml"))
         .unwrap()
         .replace("duration = \"60s\"", "duration = \"4s\"")
@@ -156,9 +161,11 @@ fn bcpqp_mix_of_100_aggregates_enforces_the_rate() {
     assert_eq!(s.flows.len(), 1000);
     let ccs: std::collections::HashSet<_> = s.flows.iter().map(|f| f.cc.as_str()).collect();
     assert_eq!(ccs.len(), 4, "{ccs:?}");
-    let backlogged = s.aggregates[..17].iter().chain(&s.aggregates[50..67]);
+    let backlogged: Vec<_> = s.aggregates[..17].iter().chain(&s.aggregates[50..67]).collect();
+    let together = backlogged.iter().map(|a| a.mean_normalized_throughput).sum::<f64>() / backlogged.len() as f64;
+    assert!((0.93..1.02).contains(&together), "backlogged aggregates together: {together:.3}");
     for a in backlogged {
-        assert!((0.85..1.05).contains(&a.mean_normalized_throughput), "aggregate {}: {:.3}", a.id, a.mean_normalized_throughput);
+        assert!((0.75..1.05).contains(&a.mean_normalized_throughput), "aggregate {}: {:.3}", a.id, a.mean_normalized_throughput);
         assert!(a.p99_normalized_throughput < 1.5, "aggregate {}: p99 {:.3}", a.id, a.p99_normalized_throughput);
     }
     for a in s.aggregates[17..34].iter().chain(&s.aggregates[67..84]) {

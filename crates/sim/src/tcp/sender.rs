@@ -3,8 +3,9 @@
 //! SACK scoreboard with RACK loss detection (reordering window min_rtt/4 until three segments
 //! are SACKed or recovery starts, then 0), PRR (RFC 6937) in Recovery, RTO = srtt + max(4·rttvar,
 //! 200 ms) with exponential backoff and every un-SACKed segment marked lost, delivery-rate
-//! sampling for BBR, tail loss probes (PTO = 2·srtt, + 200 ms with one segment out, at least
-//! 10 ms, one probe per flight), cwnd restart after idle, initial window 10, MSS 1448.
+//! sampling for BBR, tail loss probes (PTO = 2·srtt + 2 ms, + 200 ms instead with one segment
+//! out, cut to the RTO's time, one probe per flight), cwnd restart after idle, initial window
+//! 10, MSS 1448.
 //! Optional fq-style pacing for the models that do not pace themselves (`set_pacing`).
 //! Not modelled: undo of spurious reductions (no reordering exists here),
 //! TSO/GSO bursts, receive-window limits.
@@ -20,6 +21,8 @@ pub const INIT_CWND: u32 = 10;
 const RTO_MIN_NS: u64 = 200_000_000;
 const RTO_INIT_NS: u64 = 1_000_000_000;
 const RTO_MAX_NS: u64 = 120_000_000_000;
+/// Linux's TCP_TIMEOUT_MIN_US: the least a TCP timer is armed for.
+const TIMEOUT_MIN_NS: u64 = 2_000_000;
 const DUPTHRESH: u32 = 3;
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -215,17 +218,19 @@ impl TcpSender {
             self.app.start(now);
         }
         self.app.poll(now, self.conn.snd_una);
-        if let Some(d) = self.rto_deadline {
-            if now >= d && self.packets_out() > 0 {
-                self.on_rto(now);
-            }
-        }
+        // Linux keeps one retransmission timer: a pending probe stands in for the RTO, so the
+        // probe goes first and re-arms the RTO from its own transmission.
         if let Some(d) = self.tlp_deadline {
             if now >= d {
                 self.tlp_deadline = None;
                 if self.packets_out() > 0 && self.conn.ca_state == CaState::Open {
                     self.send_loss_probe(ctx);
                 }
+            }
+        }
+        if let Some(d) = self.rto_deadline {
+            if now >= d && self.packets_out() > 0 {
+                self.on_rto(now);
             }
         }
         if let Some(d) = self.reo_deadline {
@@ -274,7 +279,7 @@ impl TcpSender {
         self.tlp_high_seq = None;
         self.tlp_deadline = None;
         self.refresh_conn(now);
-        if self.conn.ca_state != CaState::Loss {
+        if self.reduction_due_on_rto() {
             self.conn.ssthresh = self.cc.ssthresh(&self.conn);
         }
         self.conn.cwnd = 1;
@@ -303,6 +308,20 @@ impl TcpSender {
         self.cc.set_state(&self.conn, CaState::Loss);
         self.backoff += 1;
         self.rto_deadline = Some(now + (self.rto_ns << self.backoff.min(16)).min(RTO_MAX_NS));
+    }
+
+    /// `tcp_enter_loss` reduces ssthresh only if it has not been reduced in this window: from
+    /// Open, once the previous recovery's data (up to `high_seq`) is acknowledged, or on the
+    /// first RTO in Loss after new data were acknowledged (`icsk_retransmits` is 0; it counts
+    /// the RTOs since snd_una last advanced, which `backoff` does here). An RTO during Recovery
+    /// keeps the ssthresh Recovery set from the full window, where recomputing it from the
+    /// PRR-reduced cwnd would cut it a second time.
+    fn reduction_due_on_rto(&self) -> bool {
+        match self.conn.ca_state {
+            CaState::Open => true,
+            CaState::Recovery => self.conn.snd_una >= self.high_seq,
+            CaState::Loss => self.conn.snd_una >= self.high_seq || self.backoff == 0,
+        }
     }
 
     fn enter_recovery(&mut self, now: u64) {
@@ -625,22 +644,19 @@ impl TcpSender {
         ctx.send(Pkt { flow: self.flow, kind: Kind::Data, seq, len, sack: NO_SACK, ..Pkt::default() });
     }
 
-    /// tcp_schedule_loss_probe: only in Open state, with an RTT estimate, one probe per flight,
-    /// and only if it would fire before the RTO.
+    /// tcp_schedule_loss_probe (Linux 6.x): only in Open state, with an RTT estimate, one probe
+    /// per flight; PTO = 2·srtt plus rto_min with one segment out (a delayed ACK may hold its
+    /// ACK back), else plus TCP_TIMEOUT_MIN. A PTO beyond the pending RTO is cut to the RTO's
+    /// time rather than dropped: Linux arms the probe in place of the RTO, so a flight in Open
+    /// state always sends a probe before it times out.
     fn schedule_loss_probe(&mut self, now: u64) {
         if self.conn.ca_state != CaState::Open || self.packets_out() == 0 || self.srtt_ns == 0 || self.tlp_high_seq.is_some() {
             self.tlp_deadline = None;
             return;
         }
-        let mut pto = 2 * self.srtt_ns;
-        if self.packets_out() == 1 {
-            pto += RTO_MIN_NS;
-        }
-        let at = now + pto.max(10_000_000);
-        self.tlp_deadline = match self.rto_deadline {
-            Some(rto) if at >= rto => None,
-            _ => Some(at),
-        };
+        let pto = 2 * self.srtt_ns + if self.packets_out() == 1 { RTO_MIN_NS } else { TIMEOUT_MIN_NS };
+        let at = now + pto;
+        self.tlp_deadline = Some(self.rto_deadline.map_or(at, |rto| at.min(rto)));
     }
 
     /// tcp_cwnd_restart (slow_start_after_idle): halve cwnd per RTO idle, down to IW.
@@ -693,17 +709,23 @@ mod tests {
         slow_start: bool,
     }
 
+    /// What the scripted path reports to its observer.
+    enum Event {
+        /// The sender processed an ACK.
+        Ack,
+        /// The sender or receiver ran a timer.
+        Timer,
+        /// A data segment leaves the sender; the observer returns false to drop it.
+        Send(Pkt),
+    }
+
     /// One flow over a FIFO bottleneck of `rate_bps` with an unbounded queue and `rtt_ns` of
-    /// propagation; `drop_seq` is lost once, so that the flow leaves slow start.
-    fn run_flow(cc: CcKind, pacing: bool, rate_bps: f64, rtt_ns: u64, drop_seq: Option<u32>, until_ns: u64) -> Vec<Send> {
+    /// propagation, run until `until_ns`; `observe` sees the sender after every event and decides
+    /// which data transmissions are lost. ACKs are never lost.
+    fn run_path(tx: &mut TcpSender, rx: &mut TcpReceiver, rate_bps: f64, rtt_ns: u64, until_ns: u64, mut observe: impl FnMut(&TcpSender, Event) -> bool) {
         let mut ctx = Ctx::default();
-        let mut tx = TcpSender::new(SENDER, 0, Cc::new(cc, 1), App::Backlogged);
-        tx.set_pacing(pacing);
-        let mut rx = TcpReceiver::new(RECEIVER, 0, None);
         let mut wire: BinaryHeap<Reverse<(u64, u64, u32)>> = BinaryHeap::new();
-        let (mut order, mut link_free, mut dropped) = (0u64, 0u64, false);
-        let (mut expected_rate, mut slow_start) = (None, true);
-        let mut sends = Vec::new();
+        let (mut order, mut link_free) = (0u64, 0u64);
         tx.schedule_start(&mut ctx, 0);
         loop {
             let next_wire = wire.peek().map_or(u64::MAX, |Reverse((t, _, _))| *t);
@@ -713,6 +735,7 @@ mod tests {
                 } else {
                     rx.on_timer(&mut ctx);
                 }
+                observe(tx, Event::Timer);
             } else if next_wire <= until_ns {
                 let Reverse((t, _, i)) = wire.pop().expect("peeked");
                 ctx.ev.advance_to(t);
@@ -722,10 +745,7 @@ mod tests {
                     rx.on_data(&mut ctx, p.seq, p.len - HEADER);
                 } else {
                     tx.on_ack(&mut ctx, p.ack, p.sack);
-                    let c = &tx.conn;
-                    slow_start = c.cwnd < c.ssthresh / 2;
-                    let ratio = if slow_start { 2.0 } else { 1.2 };
-                    expected_rate = Some(ratio * c.cwnd.max(tx.packets_out()) as f64 * MSS as f64 * 1e9 / tx.srtt_ns as f64);
+                    observe(tx, Event::Ack);
                 }
             } else {
                 break;
@@ -735,9 +755,7 @@ mod tests {
                 let p = *ctx.pool.get(i);
                 order += 1;
                 let arrive = if p.kind == Kind::Data {
-                    sends.push(Send { t: now, len: p.len, expected_rate: if pacing { expected_rate } else { None }, slow_start });
-                    if Some(p.seq) == drop_seq && !dropped {
-                        dropped = true;
+                    if !observe(tx, Event::Send(p)) {
                         ctx.pool.release(i);
                         continue;
                     }
@@ -749,6 +767,32 @@ mod tests {
                 wire.push(Reverse((arrive, order, i)));
             }
         }
+    }
+
+    /// A backlogged flow through `run_path`; `drop_seq` is lost once, so that the flow leaves
+    /// slow start.
+    fn run_flow(cc: CcKind, pacing: bool, rate_bps: f64, rtt_ns: u64, drop_seq: Option<u32>, until_ns: u64) -> Vec<Send> {
+        let mut tx = TcpSender::new(SENDER, 0, Cc::new(cc, 1), App::Backlogged);
+        tx.set_pacing(pacing);
+        let mut rx = TcpReceiver::new(RECEIVER, 0, None);
+        let (mut expected_rate, mut slow_start, mut dropped) = (None, true, false);
+        let mut sends = Vec::new();
+        run_path(&mut tx, &mut rx, rate_bps, rtt_ns, until_ns, |tx, event| match event {
+            Event::Ack => {
+                let c = &tx.conn;
+                slow_start = c.cwnd < c.ssthresh / 2;
+                let ratio = if slow_start { 2.0 } else { 1.2 };
+                expected_rate = Some(ratio * c.cwnd.max(tx.packets_out()) as f64 * MSS as f64 * 1e9 / tx.srtt_ns as f64);
+                true
+            }
+            Event::Timer => true,
+            Event::Send(p) => {
+                sends.push(Send { t: tx.last_send_ns, len: p.len, expected_rate: if pacing { expected_rate } else { None }, slow_start });
+                let lost = Some(p.seq) == drop_seq && !dropped;
+                dropped |= lost;
+                !lost
+            }
+        });
         sends
     }
 
@@ -792,5 +836,58 @@ mod tests {
     fn set_pacing_leaves_bbr_unchanged() {
         let times = |pacing| run_flow(CcKind::Bbr, pacing, 20e6, 20_000_000, Some(300), 2_000_000_000).iter().map(|s| s.t).collect::<Vec<_>>();
         assert_eq!(times(true), times(false));
+    }
+
+    #[test]
+    fn rto_during_recovery_keeps_the_ssthresh_recovery_set() {
+        // Segment 40 is lost, then its retransmission and everything sent after it, so no later
+        // delivery reveals the lost retransmission and the RTO fires in Recovery.
+        let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Cubic, 1), App::Backlogged);
+        let mut rx = TcpReceiver::new(RECEIVER, 0, None);
+        let (mut sends_of_40, mut in_recovery, mut after_rto) = (0, None, None);
+        run_path(&mut tx, &mut rx, 100e6, 20_000_000, 2_000_000_000, |tx, event| match event {
+            Event::Send(p) => {
+                sends_of_40 += u32::from(p.seq == 40);
+                let lost = if p.seq == 40 { sends_of_40 <= 2 } else { sends_of_40 >= 2 && after_rto.is_none() };
+                !lost
+            }
+            _ => {
+                let c = &tx.conn;
+                if c.ca_state == CaState::Recovery && in_recovery.is_none() {
+                    in_recovery = Some(c.ssthresh);
+                }
+                if c.ca_state == CaState::Loss && after_rto.is_none() {
+                    after_rto = Some((c.ssthresh, tx.stats.timeouts));
+                }
+                true
+            }
+        });
+        let ssthresh = in_recovery.expect("recovery entered");
+        assert!(ssthresh > 10, "ssthresh {ssthresh}: the loss came in a large window");
+        let (after, timeouts) = after_rto.expect("an RTO fired");
+        assert_eq!(timeouts, 1);
+        assert_eq!(after, ssthresh, "tcp_enter_loss does not reduce ssthresh again within the recovery's window");
+    }
+
+    #[test]
+    fn a_lone_lost_tail_segment_gets_a_probe_at_the_rto_time_instead_of_an_rto() {
+        // Five segments; the last is lost once. With one segment out the PTO (2·srtt + 200 ms)
+        // lies beyond the RTO (srtt + 200 ms), so Linux probes at the RTO's time and the probe
+        // (a retransmission of the tail) repairs the loss without a timeout.
+        let segments = 5;
+        let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Cubic, 1), App::Finite { segments, last_payload: MSS });
+        let mut rx = TcpReceiver::new(RECEIVER, 0, Some((segments, MSS)));
+        let mut dropped = false;
+        run_path(&mut tx, &mut rx, 100e6, 20_000_000, 3_000_000_000, |_, event| match event {
+            Event::Send(p) if p.seq == segments - 1 && !dropped => {
+                dropped = true;
+                false
+            }
+            _ => true,
+        });
+        assert!(rx.completed_ns.is_some(), "the transfer completes");
+        assert_eq!((tx.stats.loss_probes, tx.stats.timeouts), (1, 0));
+        let done = rx.completed_ns.expect("checked");
+        assert!((200_000_000..300_000_000).contains(&done), "repaired by the probe at about srtt + 200 ms + RTT/2, not later: {done} ns");
     }
 }
