@@ -13,10 +13,20 @@ use ratekit_lab::driver::{AggregateDriver, Decision, Outcome, Policing};
 use std::collections::VecDeque;
 
 pub enum LinkQueue {
+    /// The packet on the wire is the link's `in_tx`.
     DropTail { q: VecDeque<u32>, bytes: u64, limit: u64 },
-    /// A core queueing enforcer (shaper, FIFO shaper, RED, CPQ, DSCD) as the link's queue: the
-    /// driver decides when each packet starts on the link and when it has left.
-    Enforcer(Box<AggregateDriver>),
+    /// A core queueing enforcer (shaper, FIFO shaper, RED, CPQ, DSCD) as the link's queue.
+    Enforcer(Box<EnforcedQueue>),
+}
+
+/// A queueing enforcer's driver, which decides when each packet starts on the link and when it
+/// has left, and the packets on the wire with the time their last bit leaves, oldest first: the
+/// driver may start the next packet at the instant the last one leaves, before this link's
+/// timer for that instant has fired.
+pub struct EnforcedQueue {
+    driver: AggregateDriver,
+    on_wire: VecDeque<(u64, u32)>,
+    decided: Vec<Decision>,
 }
 
 pub struct Link {
@@ -24,24 +34,22 @@ pub struct Link {
     pub agg: u32,
     rate: Rate,
     queue: LinkQueue,
-    /// Packets on the wire with the time their last bit leaves, oldest first. A drop-tail link
-    /// sends one at a time; a driver may start the next at the instant the last one leaves,
-    /// before this link's timer for that instant has fired.
-    in_tx: VecDeque<(u64, u32)>,
+    /// The drop-tail queue's packet on the wire.
+    in_tx: Option<u32>,
     wake: Wakeup,
-    decided: Vec<Decision>,
     /// Counts its transmitted bytes as the aggregate's link utilisation (not NICs, secondaries).
     measured: bool,
 }
 
 impl Link {
     pub fn new(id: ComponentId, agg: u32, rate: Rate, queue: LinkQueue) -> Self {
-        Link { id, agg, rate, queue, in_tx: VecDeque::new(), wake: Wakeup::default(), decided: Vec::new(), measured: false }
+        Link { id, agg, rate, queue, in_tx: None, wake: Wakeup::default(), measured: false }
     }
 
     /// A queueing enforcer as the queue of a link at `rate`.
     pub fn enforcer(queue: AnyQueue, rate: Rate) -> LinkQueue {
-        LinkQueue::Enforcer(Box::new(AggregateDriver::queue(queue, Some(rate))))
+        let driver = AggregateDriver::queue(queue, Some(rate));
+        LinkQueue::Enforcer(Box::new(EnforcedQueue { driver, on_wire: VecDeque::new(), decided: Vec::new() }))
     }
 
     /// The aggregate's own link, whose transmissions after the warm-up are its utilisation.
@@ -61,7 +69,7 @@ impl Link {
     /// The queueing enforcer's accounting, if this link's queue is one.
     pub fn enforcer_stats(&self) -> Option<&QueueStats> {
         match &self.queue {
-            LinkQueue::Enforcer(d) => Some(d.stats()),
+            LinkQueue::Enforcer(e) => Some(e.driver.stats()),
             LinkQueue::DropTail { .. } => None,
         }
     }
@@ -79,7 +87,7 @@ impl Link {
                 *bytes += len;
                 q.push_back(idx);
             }
-            LinkQueue::Enforcer(d) => {
+            LinkQueue::Enforcer(e) => {
                 let sp = ctx.pool.get_mut(idx);
                 sp.enq_ns = now;
                 let p = *sp;
@@ -87,12 +95,12 @@ impl Link {
                 ctx.aggs[self.agg as usize].arrivals += 1;
                 ctx.enf.arrival(now, self.agg, p.flow, class);
                 let pkt = Packet { id: idx as u64, len: p.len, flow, class, aggregate: customer };
-                d.arrive(Instant(now), pkt, &mut self.decided);
+                e.driver.arrive(Instant(now), pkt, &mut e.decided);
             }
         }
         match self.queue {
             LinkQueue::Enforcer(_) => self.settle(ctx),
-            LinkQueue::DropTail { .. } if self.in_tx.is_empty() => self.start_next(ctx),
+            LinkQueue::DropTail { .. } if self.in_tx.is_none() => self.start_next(ctx),
             LinkQueue::DropTail { .. } => {}
         }
     }
@@ -100,15 +108,16 @@ impl Link {
     /// Accounts for what the driver decided at `now` and asks for the link's next wake-up: the
     /// end of the oldest transmission, or the driver's own (a shaper's release).
     fn settle(&mut self, ctx: &mut Ctx) {
+        let LinkQueue::Enforcer(e) = &mut self.queue else { return };
         let now = ctx.ev.now();
-        for d in self.decided.drain(..) {
+        for d in e.decided.drain(..) {
             let i = d.id as u32;
             let flow = ctx.pool.get(i).flow;
             let class = ctx.flow_keys[flow as usize].1;
             match d.outcome {
                 Outcome::Pass { departure } => {
                     ctx.enf.sent(now, self.agg, flow, class, now - ctx.pool.get(i).enq_ns);
-                    self.in_tx.push_back((departure.map_or(now, |t| t.0), i));
+                    e.on_wire.push_back((departure.map_or(now, |t| t.0), i));
                 }
                 Outcome::Drop(_) | Outcome::Held => {
                     ctx.aggs[self.agg as usize].enforcer_drops += 1;
@@ -117,8 +126,7 @@ impl Link {
                 }
             }
         }
-        let LinkQueue::Enforcer(d) = &self.queue else { return };
-        let next = self.in_tx.front().map(|&(t, _)| t).into_iter().chain(d.next_wakeup().map(|t| t.0)).min();
+        let next = e.on_wire.front().map(|&(t, _)| t).into_iter().chain(e.driver.next_wakeup().map(|t| t.0)).min();
         if let Some(t) = next {
             if self.wake.want(t.max(now)) {
                 ctx.ev.schedule(t.max(now), self.id);
@@ -132,8 +140,8 @@ impl Link {
         let LinkQueue::DropTail { q, bytes, .. } = &mut self.queue else { return };
         if let Some(i) = q.pop_front() {
             *bytes -= ctx.pool.get(i).len as u64;
+            self.in_tx = Some(i);
             let t = now + self.rate.time_to_send(ctx.pool.get(i).len as u64).0;
-            self.in_tx.push_back((t, i));
             if self.wake.want(t) {
                 ctx.ev.schedule(t, self.id);
             }
@@ -145,26 +153,39 @@ impl Link {
         if !self.wake.fire(now) {
             return;
         }
-        while let Some(&(t, i)) = self.in_tx.front() {
-            if t > now {
-                break;
-            }
-            self.in_tx.pop_front();
-            if self.measured && now >= ctx.enf.from_ns {
-                ctx.aggs[self.agg as usize].link_bytes += ctx.pool.get(i).len as u64;
-            }
-            ctx.out.push(i);
-        }
+        let (measured, agg) = (self.measured, self.agg);
         match &mut self.queue {
-            LinkQueue::DropTail { .. } => self.start_next(ctx),
-            LinkQueue::Enforcer(d) => {
-                if d.next_wakeup().is_some_and(|t| t.0 <= now) {
-                    d.wake(Instant(now), &mut self.decided);
+            LinkQueue::DropTail { .. } => {
+                if let Some(i) = self.in_tx.take() {
+                    deliver(ctx, measured, agg, i);
+                }
+                self.start_next(ctx);
+            }
+            LinkQueue::Enforcer(e) => {
+                while let Some(&(t, i)) = e.on_wire.front() {
+                    if t > now {
+                        break;
+                    }
+                    e.on_wire.pop_front();
+                    deliver(ctx, measured, agg, i);
+                }
+                if e.driver.next_wakeup().is_some_and(|t| t.0 <= now) {
+                    e.driver.wake(Instant(now), &mut e.decided);
                 }
                 self.settle(ctx);
             }
         }
     }
+}
+
+/// Packet `i`'s last bit has left link of aggregate `agg`: it goes to its next hop, and counts as
+/// the aggregate's utilisation after the warm-up if the link is `measured`.
+#[inline]
+fn deliver(ctx: &mut Ctx, measured: bool, agg: u32, i: u32) {
+    if measured && ctx.ev.now() >= ctx.enf.from_ns {
+        ctx.aggs[agg as usize].link_bytes += ctx.pool.get(i).len as u64;
+    }
+    ctx.out.push(i);
 }
 
 /// Propagation delay: a FIFO of (arrival time, packet); constant delay keeps it ordered.
