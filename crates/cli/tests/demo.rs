@@ -30,6 +30,7 @@ fn demo_shows_bcpqp_fairer_than_the_token_bucket() {
         "fair_policer",
         "pqp_fair",
         "bcpqp_fair",
+        "bcpqp_exact",
         "bcpqp_weighted",
         "bcpqp_priority",
         "bcpqp_nested",
@@ -47,6 +48,9 @@ fn demo_shows_bcpqp_fairer_than_the_token_bucket() {
     assert!(jain("bcpqp_fair") > jain("token_bucket"));
     let error = |e: &str, a: &str| row(e, a)["policy_error"].as_f64().unwrap();
     assert!(error("bcpqp_fair", "mixed") < 0.05 && error("token_bucket", "mixed") > 0.3);
+    // Per-flow queues found by flow key give the same max-min shares without classes.
+    assert!(jain("bcpqp_exact") > 0.97 && error("bcpqp_exact", "mixed") < 0.05, "{}", jain("bcpqp_exact"));
+
     // Weights 1:2:3:4 over four 5 Mbit/s flows: 1, 2, 3 and 4 Mbit/s.
     assert!(error("bcpqp_weighted", "equal") < 0.05, "{}", error("bcpqp_weighted", "equal"));
     // Every enforcer of the rate holds its aggregate near 10 Mbit/s; BC-PQP's burst control

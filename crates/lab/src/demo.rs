@@ -95,6 +95,12 @@ fn enforcers() -> Vec<DemoEnforcer> {
         },
         DemoEnforcer { name: "pqp_fair", policy: FAIR, toml: phantom("pqp", FAIR, pqp_size) },
         DemoEnforcer { name: "bcpqp_fair", policy: FAIR, toml: phantom("bcpqp", FAIR, sizes.bcpqp) },
+        // One phantom queue per flow, found by the flow key instead of the class.
+        DemoEnforcer {
+            name: "bcpqp_exact",
+            policy: FAIR,
+            toml: format!("kind = \"bcpqp\"\nrate = \"{rate}\"\nflows = \"exact\"\nqueue_size = {}\nclassify = \"flow\"\n", sizes.bcpqp),
+        },
         DemoEnforcer { name: "bcpqp_weighted", policy: WEIGHTED, toml: phantom("bcpqp", WEIGHTED, sizes.bcpqp) },
         DemoEnforcer { name: "bcpqp_priority", policy: PRIORITY, toml: phantom("bcpqp", PRIORITY, sizes.bcpqp) },
         DemoEnforcer { name: "bcpqp_nested", policy: NESTED, toml: phantom("bcpqp", NESTED, sizes.bcpqp) },
