@@ -20,6 +20,9 @@
 //!   output never exceeds its rate; a policer passes its bucket at the sender's line rate).
 //! - Further safeguards: the losses must span at least two median RTTs (a single burst of losses
 //!   gives no rate, 002 §3.1 footnote 5), and at least 15 passed packets must lie between them.
+//! - Per-client aggregate (beyond the paper): the simulated bucket has a capacity, the largest
+//!   fall of t_a from its high point between two losses to the later loss, and the rate is the
+//!   one that empties that bucket again at the last loss (the paper's line 1 with a capacity).
 //! - The second pass drops the first and last two losses and re-estimates r (footnote 4); the
 //!   segment is policed if either pass says so, and the reported rate is that pass's estimate.
 
@@ -164,8 +167,8 @@ pub fn judge(pkts: &[DataPkt], rtts: &[RttSample], acks: &[AckEvent], params: &P
 /// Judges the merged packets of several flows towards one client (beyond the paper). Flows start
 /// and stop independently, so the aggregate idles below the rate at times and a real bucket
 /// stops filling at its capacity; the paper's uncapped t_p would then predict tokens that never
-/// existed. Here the simulated bucket is capped at the burst seen before the first loss (an
-/// upper bound on the bucket: it also holds the tokens earned while that burst was sent).
+/// existed. Here the simulated bucket has a capacity, and the rate and capacity are estimated
+/// together from the judged window (`capped_bucket`).
 pub fn judge_aggregate(pkts: &[DataPkt], rtts: &[RttSample], acks: &[AckEvent], params: &Params) -> Judgement {
     judge_inner(pkts, rtts, acks, params, true)
 }
@@ -199,12 +202,10 @@ fn judge_inner(pkts: &[DataPkt], rtts: &[RttSample], acks: &[AckEvent], params: 
         return j;
     };
     let p10 = percentile(&rtt_sorted, 0.1).unwrap_or(rtt_med);
-    let mtu = pkts.iter().map(|p| p.ip_len).max().unwrap_or(1500) as f64;
-    let cap = capped.then(|| (burst_bytes as f64).max(2.0 * mtu));
     let mut by_sent = rtts.to_vec();
     by_sent.sort_by_key(|s| s.sent_ns);
     let burst_bytes_per_sec = j.burst_throughput_bps.map(|b| b / 8.0);
-    let ctx = Context { pkts, by_sent, rtt_med, rtt_p10: p10, params, cap, burst_bytes_per_sec };
+    let ctx = Context { pkts, by_sent, rtt_med, rtt_p10: p10, params, capped, burst_bytes_per_sec };
     let first = ctx.run(&lost);
     j.rate_bps = first.rate.map(|r| r * 8.0);
     j.reason = first.reason;
@@ -233,8 +234,9 @@ struct Context<'a> {
     rtt_med: u64,
     rtt_p10: u64,
     params: &'a Params,
-    /// Bucket capacity for the simulated token count; None = the paper's unbounded t_p − t_u.
-    cap: Option<f64>,
+    /// Simulate a bucket of bounded capacity (the per-client aggregate); false = the paper's
+    /// unbounded t_p − t_u.
+    capped: bool,
     burst_bytes_per_sec: Option<f64>,
 }
 
@@ -254,31 +256,16 @@ impl Context<'_> {
             return PassResult { reason: Reason::SingleLossBurst, rate: None };
         }
         let window = &self.pkts[first..=last];
+        let mtu = window.iter().map(|p| p.ip_len).max().unwrap_or(1500) as f64;
         // Line 1: r = goodput between the first and the last loss.
         let passed: u64 = window.iter().filter(|p| !p.lost()).map(|p| p.ip_len as u64).sum();
-        let rate = passed as f64 / (span as f64 * 1e-9);
+        let goodput = passed as f64 / (span as f64 * 1e-9);
+        let (rate, cap) = if self.capped { capped_bucket(window, goodput, mtu) } else { (goodput, f64::INFINITY) };
         let result = |reason| PassResult { reason, rate: Some(rate) };
         // Lines 2-10.
         let mut l_loss = Vec::with_capacity(lost.len());
         let mut l_pass = Vec::with_capacity(window.len());
-        // t_a = t_p − t_u, kept as a running balance so that it can be capped.
-        let mut available = 0.0f64;
-        let mut t_prev = t0;
-        for p in window {
-            // Capture records can be written slightly out of time order: a step back adds no
-            // tokens, and the clock resumes from the latest time seen.
-            available += rate * p.t_ns.saturating_sub(t_prev) as f64 * 1e-9;
-            t_prev = t_prev.max(p.t_ns);
-            if let Some(cap) = self.cap {
-                available = available.min(cap);
-            }
-            if p.lost() {
-                l_loss.push(available);
-            } else {
-                l_pass.push(available);
-                available -= p.ip_len as f64;
-            }
-        }
+        balances(window, rate, cap, |p, available| if p.lost() { l_loss.push(available) } else { l_pass.push(available) });
         if l_pass.len() < self.params.min_pass_samples {
             return result(Reason::FewPassSamples);
         }
@@ -287,7 +274,6 @@ impl Context<'_> {
             return result(Reason::LossesNotBelowPasses);
         }
         // Lines 13-14 with the bands of the module doc.
-        let mtu = window.iter().map(|p| p.ip_len).max().unwrap_or(1500) as f64;
         let rtt_bytes = rate * self.rtt_med as f64 * 1e-9;
         let floor = self.params.tol_packets * mtu;
         let (band, below) = ((self.params.loss_band_rtts * rtt_bytes).max(floor), (self.params.pass_floor_rtts * rtt_bytes).max(floor));
@@ -333,6 +319,70 @@ impl Context<'_> {
             .count();
         inflated as f64 / lost.len() as f64
     }
+}
+
+/// Walks t_a = t_p − t_u over `window` (from its first loss, at 0 tokens) as a running balance
+/// in a bucket of capacity `cap`, calling `visit` with each packet and the tokens before it.
+/// Returns the balance after the last packet. `rate` in bytes/s.
+fn balances(window: &[DataPkt], rate: f64, cap: f64, mut visit: impl FnMut(&DataPkt, f64)) -> f64 {
+    let mut available = 0.0f64;
+    let mut t_prev = window[0].t_ns;
+    for p in window {
+        // Capture records can be written slightly out of time order: a step back adds no
+        // tokens, and the clock resumes from the latest time seen.
+        available = (available + rate * p.t_ns.saturating_sub(t_prev) as f64 * 1e-9).min(cap);
+        t_prev = t_prev.max(p.t_ns);
+        visit(p, available);
+        if !p.lost() {
+            available -= p.ip_len as f64;
+        }
+    }
+    available
+}
+
+/// The bucket of the per-client aggregate (beyond the paper): its rate and capacity, estimated
+/// together from the judged window (first to last loss). `goodput` in bytes/s.
+///
+/// Capacity: the largest fall of the unbounded t_a from its highest point between two losses to
+/// the later loss, i.e. the most bytes the aggregate got through beyond the rate before a loss:
+/// a real bucket empty at that loss held at least that much. Measured between consecutive losses
+/// so that an error in the rate adds drift over one burst only, not over the whole window.
+/// (The burst before the first loss is no bound: another flow of the client may have drained
+/// the bucket just before the period began.)
+/// Rate: the paper's line 1 says the bucket, empty at the first loss, is empty again at the
+/// last. In an unbounded bucket that is the goodput; a capped one also wastes the tokens that
+/// arrive while it is full (the aggregate idles between chunks), so the goodput underestimates
+/// the rate and the balance drifts by the shortfall over the window. The rate solved by
+/// bisection brings the capped balance back to zero at the last loss.
+fn capped_bucket(window: &[DataPkt], goodput: f64, mtu: f64) -> (f64, f64) {
+    let capacity = |rate: f64| {
+        let (mut peak, mut fall) = (0.0f64, 0.0f64);
+        balances(window, rate, f64::INFINITY, |p, available| {
+            peak = peak.max(available);
+            if p.lost() {
+                fall = fall.max(peak - available);
+                peak = available;
+            }
+        });
+        fall.max(2.0 * mtu)
+    };
+    let end = |rate: f64| balances(window, rate, capacity(rate), |_, _| {});
+    // Searched up to twice the goodput (a bound, not a measurement: the lab's periods needed at
+    // most 1.1×); when the bucket never overflowed, or no rate there empties it, the goodput stands.
+    let (mut lo, mut hi) = (goodput, 2.0 * goodput);
+    if end(lo) >= 0.0 || end(hi) <= 0.0 {
+        return (goodput, capacity(goodput));
+    }
+    // 2^-20 of the goodput: far below what the capture's timing resolves.
+    for _ in 0..20 {
+        let mid = 0.5 * (lo + hi);
+        if end(mid) < 0.0 {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    (lo, capacity(lo))
 }
 
 /// 002 §4.4. `rate` in bytes/s.

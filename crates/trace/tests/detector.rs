@@ -190,3 +190,50 @@ fn capture_records_out_of_time_order_change_nothing() {
         }
     }
 }
+
+/// Two connections to one client through one token bucket (3 Mbit/s, 100 kB), as real captures
+/// show them (docs/detector.md, per-client judgement): the period opens just after another of the
+/// client's flows drained the bucket, so little passes before the first loss, and both flows
+/// then pause together between chunks while the bucket refills to its capacity and wastes
+/// tokens. Each RTT (100 ms) both flows send their windows back to back at line rate; the
+/// windows grow by a packet per RTT from 12 to 20 (the aggregate 24-40 packets against 25 per
+/// RTT at the rate) and four chunks are separated by 1 s pauses.
+fn shared_policer_with_pauses() -> (Vec<ratekit_trace::flow::DataPkt>, Vec<ratekit_trace::flow::RttSample>, Vec<ratekit_trace::flow::AckEvent>) {
+    use ratekit_trace::flow::{AckEvent, DataPkt, RttSample, LOST};
+    const RTT: u64 = 100_000_000;
+    const WIRE_NS: u64 = 12_000; // 1500 B at 1 Gbit/s
+    let (rate, capacity) = (375_000.0f64, 100_000.0f64);
+    let mut tokens = 5_000.0f64; // drained by the flow before the period
+    let (mut pkts, mut rtts, mut acks) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut t, mut t_bucket) = (0u64, 0u64);
+    for _chunk in 0..4 {
+        for round in 0..24u64 {
+            let window = 2 * (12 + round % 9);
+            for i in 0..window {
+                let sent = t + i * WIRE_NS;
+                tokens = (tokens + rate * (sent - t_bucket) as f64 * 1e-9).min(capacity);
+                t_bucket = sent;
+                let passes = tokens >= 1500.0;
+                pkts.push(DataPkt { t_ns: sent, seq: 0, payload: 1448, ip_len: 1500, flags: if passes { 0 } else { LOST } });
+                if passes {
+                    tokens -= 1500.0;
+                    rtts.push(RttSample { t_ns: sent + RTT, sent_ns: sent, rtt_ns: RTT });
+                    acks.push(AckEvent { t_ns: sent + RTT, bytes: 1448 });
+                }
+            }
+            t += RTT;
+        }
+        t += 1_000_000_000;
+    }
+    (pkts, rtts, acks)
+}
+
+#[test]
+fn a_shared_policer_is_found_per_client_across_pauses_and_a_drained_start() {
+    let (pkts, rtts, acks) = shared_policer_with_pauses();
+    let j = ratekit_trace::detector::judge_aggregate(&pkts, &rtts, &acks, &ratekit_trace::Params::default());
+    assert!(j.losses >= 15 && j.burst_bytes < 50_000, "the trace must lose and open on a drained bucket: {j:?}");
+    assert!(j.policed, "aggregate judged {:?}", j.reason);
+    let err = (j.rate_bps.unwrap() - 3e6).abs() / 3e6;
+    assert!(err < 0.03, "aggregate rate {:.0} ({:.1} % off)", j.rate_bps.unwrap(), err * 100.0);
+}
