@@ -135,10 +135,12 @@ fn runs_are_deterministic_per_seed() {
     let r = ratekit_lab::scenario::parse(&text, "x").unwrap();
     let a = ratekit_sim::run(&r, Some(7), RunOptions::default()).unwrap().0;
     let b = ratekit_sim::run(&r, Some(7), RunOptions::default()).unwrap().0;
-    let c = ratekit_sim::run(&r, Some(8), RunOptions::default()).unwrap().0;
     let key = |s: &Summary| (s.engine.as_ref().unwrap().events, s.flows.iter().map(|f| f.delivered_bytes).collect::<Vec<_>>());
     assert_eq!(key(&a), key(&b));
-    assert_ne!(key(&a), key(&c), "the seed must matter (BBR's gain-cycle phase is random)");
+    // Once BBR's long-term (policer) mode holds its gain at 1 the cycle phase no longer matters,
+    // so two seeds may agree; among a few, some must differ.
+    let differing = (8..12).filter(|&seed| key(&ratekit_sim::run(&r, Some(seed), RunOptions::default()).unwrap().0) != key(&a)).count();
+    assert!(differing > 0, "the seed must matter (BBR's gain-cycle phase is random)");
 }
 
 #[test]

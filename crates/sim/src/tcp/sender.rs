@@ -257,15 +257,11 @@ impl TcpSender {
             self.push_new_segment(now)
         } else {
             let seq = self.conn.snd_nxt - 1;
-            let s = &mut self.segs[(seq - self.conn.snd_una) as usize];
+            let s = &self.segs[(seq - self.conn.snd_una) as usize];
             if s.sacked || s.retrans {
                 return;
             }
-            s.retrans = true;
-            s.ever_retrans = true;
-            s.xmit_ns = now;
-            self.retrans_out += 1;
-            self.stats.retransmits += 1;
+            self.mark_retransmitted(seq, now);
             seq
         };
         self.tlp_high_seq = Some(self.conn.snd_nxt);
@@ -592,12 +588,7 @@ impl TcpSender {
             let seq = match retx {
                 Some(seq) => {
                     self.retx_queue.pop_front();
-                    let s = &mut self.segs[(seq - self.conn.snd_una) as usize];
-                    s.retrans = true;
-                    s.ever_retrans = true;
-                    s.xmit_ns = now;
-                    self.retrans_out += 1;
-                    self.stats.retransmits += 1;
+                    self.mark_retransmitted(seq, now);
                     seq
                 }
                 None => self.push_new_segment(now),
@@ -618,16 +609,35 @@ impl TcpSender {
             self.delivered_ns = now;
         }
         let seq = self.conn.snd_nxt;
-        self.segs.push_back(Seg {
-            xmit_ns: now,
-            delivered: self.conn.delivered,
-            delivered_ns: self.delivered_ns,
-            first_tx_ns: self.first_tx_ns,
-            app_limited: self.app_limited_until > 0,
-            ..Seg::default()
-        });
+        let mut s = Seg::default();
+        self.stamp_rate(&mut s, now);
+        self.segs.push_back(s);
         self.conn.snd_nxt += 1;
         seq
+    }
+
+    /// `tcp_rate_skb_sent` (net/ipv4/tcp_rate.c) runs for every transmission, retransmissions
+    /// included: the segment's delivery-rate sample and its round (BBR's `prior_delivered`)
+    /// count from its latest transmission. Kept from the first one, a retransmission ACKed in
+    /// Recovery or Loss never ended BBR's round, so packet conservation held cwnd at
+    /// in-flight + 1 (one retransmission per RTT) until the RTO.
+    fn stamp_rate(&self, s: &mut Seg, now: u64) {
+        s.xmit_ns = now;
+        s.delivered = self.conn.delivered;
+        s.delivered_ns = self.delivered_ns;
+        s.first_tx_ns = self.first_tx_ns;
+        s.app_limited = self.app_limited_until > 0;
+    }
+
+    fn mark_retransmitted(&mut self, seq: u32, now: u64) {
+        let i = (seq - self.conn.snd_una) as usize;
+        let mut s = self.segs[i];
+        self.stamp_rate(&mut s, now);
+        s.retrans = true;
+        s.ever_retrans = true;
+        self.segs[i] = s;
+        self.retrans_out += 1;
+        self.stats.retransmits += 1;
     }
 
     fn emit(&mut self, ctx: &mut Ctx, seq: u32, now: u64) {
@@ -867,6 +877,42 @@ mod tests {
         let (after, timeouts) = after_rto.expect("an RTO fired");
         assert_eq!(timeouts, 1);
         assert_eq!(after, ssthresh, "tcp_enter_loss does not reduce ssthresh again within the recovery's window");
+    }
+
+    #[test]
+    fn bbr_leaves_packet_conservation_once_a_retransmission_is_acknowledged() {
+        // The second flight (segments 10..30) is lost whole; the loss probe's new segment is
+        // SACKed, RACK marks the twenty lost, and BBR enters Recovery with packet conservation
+        // (cwnd = in flight + acked) for one round. The round ends when a segment sent after
+        // Recovery began is delivered: the first retransmission, as tcp_rate_skb_sent stamps
+        // it at its retransmission. Then cwnd grows again and the twenty are repaired in a few
+        // round trips, not one per round trip.
+        let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Bbr, 1), App::Backlogged);
+        let mut rx = TcpReceiver::new(RECEIVER, 0, None);
+        let mut sent = [0u32; 30];
+        let (mut recovery_at, mut repaired_at) = (None, None);
+        run_path(&mut tx, &mut rx, 20e6, 20_000_000, 2_000_000_000, |tx, event| match event {
+            Event::Send(p) => {
+                let first = (p.seq as usize) < sent.len() && {
+                    sent[p.seq as usize] += 1;
+                    sent[p.seq as usize] == 1
+                };
+                !(first && p.seq >= 10)
+            }
+            _ => {
+                let now = tx.conn.now_ns;
+                if tx.conn.ca_state == CaState::Recovery && recovery_at.is_none() {
+                    recovery_at = Some(now);
+                }
+                if recovery_at.is_some() && repaired_at.is_none() && tx.conn.snd_una >= 30 {
+                    repaired_at = Some(now);
+                }
+                true
+            }
+        });
+        assert_eq!(tx.stats.timeouts, 0);
+        let (start, end) = (recovery_at.expect("recovery entered"), repaired_at.expect("the losses repaired"));
+        assert!(end - start < 5 * 20_000_000, "twenty lost segments took {} ms to repair", (end - start) / 1_000_000);
     }
 
     #[test]
