@@ -150,6 +150,8 @@ impl FlowBcPqp {
     }
 
     /// Ends queue `s`'s window at `t`: removes its magic if it accepted less than θ−·X_i.
+    /// Inline: the due-window loop runs it for every flow holding magic, once per window.
+    #[inline]
     fn close_window(&mut self, s: usize, t: u64) {
         let magic = self.clamp_magic(s);
         if magic > 0 {
