@@ -12,35 +12,16 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use ratekit_core::bcpqp::{BcPqp, BcPqpConfig};
 use ratekit_core::pqp::{FlowQueuing, Pqp};
-use ratekit_core::{Bytes, Classify, DropReason, Duration, Instant, Packet, Policer, Rate, Verdict};
+use ratekit_core::{Bytes, Classify, Duration, Instant, Packet, Policer, Rate};
 use std::fmt::Write as _;
+
+mod digest;
+use digest::{verdict_code, Digest};
 
 const RATE: u64 = 1_250_000; // 10 Mbit/s
 const QUEUES: u32 = 8;
 const PACKETS: usize = 60_000;
 
-/// FNV-1a over u64 words: tiny, stable across platforms and Rust versions.
-struct Digest(u64);
-
-impl Digest {
-    fn new() -> Self {
-        Digest(0xcbf2_9ce4_8422_2325)
-    }
-    fn word(&mut self, x: u64) {
-        for b in x.to_le_bytes() {
-            self.0 = (self.0 ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-}
-
-fn verdict_code(v: Verdict) -> u64 {
-    match v {
-        Verdict::Pass => 0,
-        Verdict::Drop(DropReason::Overlimit) => 1,
-        Verdict::Drop(DropReason::BurstControl) => 2,
-        Verdict::Drop(other) => 3 + other as u64,
-    }
-}
 
 #[derive(Clone, Copy, Debug)]
 enum Shape {

@@ -14,7 +14,10 @@ use ratekit_core::bcpqp::BcPqpConfig;
 use ratekit_core::bcpqp_flows::FlowBcPqp;
 use ratekit_core::pqp::FlowQueuing;
 use ratekit_core::pqp_flows::FlowPqp;
-use ratekit_core::{Bytes, Classify, DropReason, Duration, Instant, Packet, Policer, Rate, Verdict};
+use ratekit_core::{Bytes, Classify, Duration, Instant, Packet, Policer, Rate};
+
+mod digest;
+use digest::{verdict_code, Digest};
 
 const RATE: u64 = 1_250_000; // 10 Mbit/s
 const FLOWS: u64 = 1_000;
@@ -27,28 +30,6 @@ const GOLDEN: [(u32, u64, u64, u64, u64); 2] = [
     (8, 0x3cbdb373c600c7bf, 0x5c9f47987226f703, 2677, 1796),
 ];
 
-/// FNV-1a over u64 words: tiny, stable across platforms and Rust versions.
-struct Digest(u64);
-
-impl Digest {
-    fn new() -> Self {
-        Digest(0xcbf2_9ce4_8422_2325)
-    }
-    fn word(&mut self, x: u64) {
-        for b in x.to_le_bytes() {
-            self.0 = (self.0 ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-}
-
-fn verdict_code(v: Verdict) -> u64 {
-    match v {
-        Verdict::Pass => 0,
-        Verdict::Drop(DropReason::Overlimit) => 1,
-        Verdict::Drop(DropReason::BurstControl) => 2,
-        Verdict::Drop(other) => 3 + other as u64,
-    }
-}
 
 /// On/off flows: trains of 1..64 packets from one flow at 5-40× the rate (some sharing a
 /// timestamp), interleaved with other flows' trains; silences now and then longer than a
