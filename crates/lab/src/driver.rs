@@ -145,14 +145,6 @@ impl<Q: QueueDiscipline> AggregateDriver<Q> {
         }
     }
 
-    /// Bytes a queueing enforcer holds (0 for a policer).
-    pub fn backlog_bytes(&self) -> u64 {
-        match &self.kind {
-            Kind::Policer(_) => 0,
-            Kind::Queue { queue, .. } => queue.backlog_bytes(),
-        }
-    }
-
     /// Sends what the discipline releases at `now` while its link is free, then notes when it
     /// next needs attention.
     fn serve(&mut self, now: Instant, out: &mut Vec<Decision>) {
@@ -209,10 +201,6 @@ impl DriverFactory {
 
     pub fn is_queueing(&self) -> bool {
         self.prototype.is_none()
-    }
-
-    pub fn config(&self) -> &EnforcerConfig {
-        &self.config
     }
 
     pub fn build(&self) -> AggregateDriver {

@@ -62,10 +62,6 @@ impl Link {
         LinkQueue::DropTail { q: VecDeque::new(), bytes: 0, limit }
     }
 
-    pub fn is_enforcer(&self) -> bool {
-        matches!(self.queue, LinkQueue::Enforcer(_))
-    }
-
     /// The queueing enforcer's accounting, if this link's queue is one.
     pub fn enforcer_stats(&self) -> Option<&QueueStats> {
         match &self.queue {
