@@ -208,38 +208,55 @@ impl FlowBcPqp {
     }
 }
 
+impl FlowBcPqp {
+    /// PQP's admission of `len` bytes into queue `s` with BC-PQP's drop reason, unless the
+    /// queue's window has ended by `t` (None: nothing done). Also returns M_i (clamped) and A_i
+    /// after the packet, for the θ+ test once the packet is in.
+    #[inline(always)]
+    fn admit_in_window(&mut self, s: usize, t: u64, len: u64) -> Option<(Verdict, u64, u64)> {
+        let size = self.core.queue_size_nb();
+        let mut burst = (0, 0);
+        let verdict = self.core.admit(s, len, |occupancy, d, fits| {
+            if t >= d.window_end {
+                return None;
+            }
+            // Lazy clamp: magic drains last, so at most the occupancy is still magic.
+            let magic = d.magic_nb.min(occupancy);
+            d.magic_nb = magic;
+            d.accepted += if fits { len } else { 0 };
+            burst = (magic, d.accepted);
+            // occupancy ≤ B: no wrap.
+            let room_without_magic = len * NANOS_PER_SEC <= size - (occupancy - magic);
+            Some(if room_without_magic { DropReason::BurstControl } else { DropReason::Overlimit })
+        })?;
+        Some((verdict, burst.0, burst.1))
+    }
+}
+
 impl Policer for FlowBcPqp {
     // Inlined into the caller's loop (as `FlowPqp`'s): the call and its register saves were
     // 16 of ~180 instructions per packet; the rare paths stay out of line.
     #[inline]
     fn on_arrival(&mut self, now: Instant, pkt: &Packet) -> Verdict {
-        let t = now.max(self.core.last()).0;
-        // A drained queue outlives its flow's silence only while its window runs.
+        // A drained queue outlives its flow's silence only while its window runs (service is
+        // handed out only when `now` is past the last arrival, so `now` is the time here).
         self.core.advance(now, &mut |d: &mut FlowBurst| {
             d.magic_nb = 0;
-            t >= d.window_end
+            now.0 >= d.window_end
         });
+        // A clock that steps back is taken as not moving.
+        let t = self.core.last().0;
         self.close_due_windows(t);
         let s = self.core.queues.slot(pkt.flow);
-        if t >= self.core.queues.data(s).window_end {
-            self.close_window(s, t);
-        }
-        let len = pkt.len as u64;
-        let occupancy = self.core.queues.occupancy(s);
-        let magic = self.clamp_magic(s);
-        let size = self.core.queue_size_nb();
-        let reason = || {
-            let room_without_magic = (occupancy - magic).saturating_add(len * NANOS_PER_SEC) <= size;
-            if room_without_magic { DropReason::BurstControl } else { DropReason::Overlimit }
-        };
-        let verdict = self.core.admit(s, occupancy, len, reason);
-        if verdict.is_pass() {
-            let d = self.core.queues.data_mut(s);
-            d.accepted += len;
-            let accepted = d.accepted;
-            if magic == 0 && accepted > self.thresholds().fill_above {
-                self.fill_with_magic(s, t);
+        let (verdict, magic, accepted) = loop {
+            if let Some(admitted) = self.admit_in_window(s, t, pkt.len as u64) {
+                break admitted;
             }
+            // Its window has ended: close it, then the packet counts in the new one.
+            self.close_window(s, t);
+        };
+        if verdict.is_pass() && magic == 0 && accepted > self.thresholds().fill_above {
+            self.fill_with_magic(s, t);
         }
         verdict
     }

@@ -81,18 +81,21 @@ impl<T: Default> FlowPqp<T> {
         }
     }
 
-    /// Admits `bytes` into slot `s` whose occupancy is `occupancy`; counts the verdict.
+    /// Admits `bytes` into slot `s` if they fit under B, unless `owner` declines the packet
+    /// (None: nothing is added or counted). `owner` sees the occupancy before, its per-flow state
+    /// and whether the bytes fit, and names the reason of a drop. Counts the verdict.
     #[inline(always)]
-    pub(crate) fn admit(&mut self, s: usize, occupancy: u64, bytes: u64, full: impl FnOnce() -> DropReason) -> Verdict {
+    pub(crate) fn admit(&mut self, s: usize, bytes: u64, owner: impl FnOnce(u64, &mut T, bool) -> Option<DropReason>) -> Option<Verdict> {
         let nb = bytes.saturating_mul(NANOS_PER_SEC);
-        let fits = occupancy.saturating_add(nb) <= self.queue_size_nb;
-        self.stats.count(fits, bytes);
-        if fits {
-            self.queues.add(s, nb);
-            Verdict::Pass
-        } else {
-            Verdict::Drop(full())
-        }
+        let size = self.queue_size_nb;
+        let stats = &mut self.stats;
+        self.queues.offer(s, |occupancy, data| {
+            // occupancy ≤ B always (only what fits is added), so this cannot wrap.
+            let fits = nb <= size - occupancy;
+            let reason = owner(occupancy, data, fits)?;
+            stats.count(fits, bytes);
+            Some(if fits { (nb, Verdict::Pass) } else { (0, Verdict::Drop(reason)) })
+        })
     }
 }
 
@@ -102,7 +105,6 @@ impl Policer for FlowPqp<()> {
         // Nothing outlives a drained queue in PQP: reclaim it at once.
         self.advance(now, &mut |_| true);
         let s = self.queues.slot(pkt.flow);
-        let occupancy = self.queues.occupancy(s);
-        self.admit(s, occupancy, pkt.len as u64, || DropReason::Overlimit)
+        self.admit(s, pkt.len as u64, |_, _, _| Some(DropReason::Overlimit)).expect("PQP declines no packet")
     }
 }

@@ -16,7 +16,7 @@
 //! to the next arrival, not placed one nano-byte per queue in list order as `PhantomQueues` does:
 //! occupancies differ from the hashed mode's by less than a byte (`pqp_flows.rs` tests it).
 
-use crate::fast_hash::FastMap;
+use super::flow_index::{FlowIndex, Probe};
 
 /// Not in the heap / no slot.
 const NONE: u32 = u32::MAX;
@@ -26,13 +26,13 @@ const REBASE_AT: u64 = 1 << 60;
 
 #[derive(Debug, Clone)]
 struct Slot<T> {
-    flow: u64,
     /// Level at which the queue is empty (nano-bytes of virtual time).
     finish: u64,
     /// Heap key: ≤ finish while in the heap (arrivals raise finish, not the key).
     key: u64,
     /// Position in the heap, NONE while the queue is empty.
     pos: u32,
+    flow: u64,
     /// The owner's per-flow state (BC-PQP's burst control).
     data: T,
 }
@@ -49,12 +49,15 @@ pub struct FlowStats {
 /// One aggregate's exact per-flow phantom queues (occupancies in nano-bytes).
 #[derive(Debug, Clone)]
 pub struct FlowQueues<T> {
-    slot_of: FastMap<u64, u32>,
+    index: FlowIndex,
     slots: Vec<Slot<T>>,
     free: Vec<u32>,
     /// Non-empty queues, a binary min-heap by `key`.
     heap: Vec<u32>,
     level: u64,
+    /// The heap's smallest key (stale while the heap is empty): every arrival compares the level
+    /// with it, and a field is cheaper to read than the heap's top slot.
+    top_key: u64,
     /// Service owed but not yet given: the part of a batch that did not divide among the queues.
     carry: u64,
     /// The queue shared by the flows that found the table full (NONE until needed).
@@ -66,11 +69,12 @@ pub struct FlowQueues<T> {
 impl<T: Default> FlowQueues<T> {
     pub fn new(max_flows: usize) -> Self {
         FlowQueues {
-            slot_of: FastMap::default(),
+            index: FlowIndex::new(),
             slots: Vec::new(),
             free: Vec::new(),
             heap: Vec::new(),
             level: 0,
+            top_key: 0,
             carry: 0,
             overflow: NONE,
             max_flows,
@@ -90,28 +94,28 @@ impl<T: Default> FlowQueues<T> {
 
     /// Flows holding a queue (the overflow queue counted as one).
     pub fn allocated(&self) -> usize {
-        self.slot_of.len() + (self.overflow != NONE) as usize
+        self.index.len() + (self.overflow != NONE) as usize
     }
 
-    /// Bytes on the heap: slots, free list, heap and flow map as allocated (the map's control
-    /// bytes and load factor included), so the figure grows with the peak of live flows.
+    /// Bytes on the heap: slots, free list, heap and flow index as allocated, so the figure
+    /// grows with the peak of live flows.
     pub fn heap_bytes(&self) -> usize {
-        let map = self.slot_of.capacity() * (std::mem::size_of::<(u64, u32)>() + 1);
-        self.slots.capacity() * std::mem::size_of::<Slot<T>>() + (self.free.capacity() + self.heap.capacity()) * 4 + map
+        self.slots.capacity() * std::mem::size_of::<Slot<T>>() + (self.free.capacity() + self.heap.capacity()) * 4 + self.index.heap_bytes()
     }
 
     /// The slot of `flow`, created if it has none; the overflow queue if `max_flows` flows hold one.
     #[inline]
     pub fn slot(&mut self, flow: u64) -> usize {
-        if let Some(&s) = self.slot_of.get(&flow) {
-            return s as usize;
+        let slots = &self.slots;
+        match self.index.probe(flow, |s| slots[s as usize].flow) {
+            Probe::Found(s) => s as usize,
+            Probe::Vacant(at) => self.new_slot(flow, at),
         }
-        self.new_slot(flow)
     }
 
     #[inline(never)]
-    fn new_slot(&mut self, flow: u64) -> usize {
-        if self.slot_of.len() >= self.max_flows {
+    fn new_slot(&mut self, flow: u64, vacant: usize) -> usize {
+        if self.index.len() >= self.max_flows {
             self.stats.overflow_packets += 1;
             if self.overflow == NONE {
                 self.overflow = self.take_slot(flow);
@@ -119,7 +123,8 @@ impl<T: Default> FlowQueues<T> {
             return self.overflow as usize;
         }
         let s = self.take_slot(flow);
-        self.slot_of.insert(flow, s);
+        let slots = &self.slots;
+        self.index.insert(vacant, s, |s| slots[s as usize].flow);
         s as usize
     }
 
@@ -140,7 +145,10 @@ impl<T: Default> FlowQueues<T> {
 
     /// The slot `flow` holds, if any (inspection).
     pub fn slot_of_flow(&self, flow: u64) -> Option<usize> {
-        self.slot_of.get(&flow).map(|&s| s as usize)
+        match self.index.probe(flow, |s| self.slots[s as usize].flow) {
+            Probe::Found(s) => Some(s as usize),
+            Probe::Vacant(_) => None,
+        }
     }
 
     /// Gives an empty slot back (its flow is forgotten).
@@ -149,7 +157,8 @@ impl<T: Default> FlowQueues<T> {
         if s as u32 == self.overflow {
             self.overflow = NONE;
         } else {
-            self.slot_of.remove(&self.slots[s].flow);
+            let slots = &self.slots;
+            self.index.remove(slots[s].flow, |s| slots[s as usize].flow);
         }
         self.slots[s].data = T::default();
         self.free.push(s as u32);
@@ -190,8 +199,7 @@ impl<T: Default> FlowQueues<T> {
                 (self.carry, self.level) = (0, 0);
                 return;
             }
-            let top = self.heap[0] as usize;
-            let reach = self.slots[top].key - self.level;
+            let reach = self.top_key - self.level;
             // The common case: nobody reaches its key, every queue gets an equal part.
             if budget / n < reach {
                 let part = budget / n;
@@ -204,7 +212,8 @@ impl<T: Default> FlowQueues<T> {
             }
             // budget ≥ reach·n here, so the product does not overflow.
             budget -= reach * n;
-            self.level = self.slots[top].key;
+            self.level = self.top_key;
+            let top = self.heap[0] as usize;
             let slot = &mut self.slots[top];
             if slot.finish > self.level {
                 slot.key = slot.finish;
@@ -218,18 +227,35 @@ impl<T: Default> FlowQueues<T> {
         }
     }
 
-    /// Adds `nb` nano-bytes to slot `s` (a packet, or BC-PQP's magic).
-    #[inline]
+    /// Adds `nb` nano-bytes to slot `s` (BC-PQP's magic; occupancy + `nb` ≤ B).
     pub fn add(&mut self, s: usize, nb: u64) {
+        self.offer(s, |_, _| Some((nb, ())));
+    }
+
+    /// An arrival at slot `s`: `decide` sees the queue's occupancy and its owner's state and
+    /// returns the nano-bytes to add with its verdict, or None to decline (nothing is added). One
+    /// access to the slot for all of it, where separate calls would each index (and bounds-check)
+    /// it again. The owner keeps occupancies ≤ B, so level + occupancy stays inside u64 (REBASE_AT).
+    #[inline(always)]
+    pub fn offer<R>(&mut self, s: usize, decide: impl FnOnce(u64, &mut T) -> Option<(u64, R)>) -> Option<R> {
         let level = self.level;
         let slot = &mut self.slots[s];
-        if slot.pos != NONE {
-            slot.finish = slot.finish.saturating_add(nb);
-            return;
+        let empty = slot.pos == NONE;
+        let occupancy = if empty { 0 } else { slot.finish - level };
+        let (nb, verdict) = decide(occupancy, &mut slot.data)?;
+        if !empty {
+            slot.finish += nb;
+        } else if nb > 0 {
+            self.activate(s, level + nb);
         }
-        slot.finish = level.saturating_add(nb);
-        slot.key = slot.finish;
-        slot.pos = self.heap.len() as u32;
+        Some(verdict)
+    }
+
+    /// Puts the empty queue `s` in the heap, holding `finish` − level.
+    fn activate(&mut self, s: usize, finish: u64) {
+        let slot = &mut self.slots[s];
+        slot.finish = finish;
+        slot.key = finish;
         self.heap.push(s as u32);
         self.sift_up(self.heap.len() - 1);
     }
@@ -258,6 +284,7 @@ impl<T: Default> FlowQueues<T> {
             slot.finish -= self.level;
             slot.key -= self.level;
         }
+        self.top_key -= self.level;
         self.level = 0;
     }
 
@@ -269,7 +296,11 @@ impl<T: Default> FlowQueues<T> {
     #[inline(always)]
     fn place(&mut self, i: usize, s: u32) {
         self.heap[i] = s;
-        self.slots[s as usize].pos = i as u32;
+        let slot = &mut self.slots[s as usize];
+        slot.pos = i as u32;
+        if i == 0 {
+            self.top_key = slot.key;
+        }
     }
 
     fn sift_up(&mut self, mut i: usize) {

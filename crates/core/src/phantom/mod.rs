@@ -17,6 +17,7 @@
 
 mod block;
 mod compile;
+mod flow_index;
 mod flows;
 mod service;
 mod share;
