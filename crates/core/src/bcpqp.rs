@@ -107,6 +107,12 @@ impl BcPqpConfig {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.pqp().validate()?;
+        if self.flows == FlowQueuing::Exact && self.classify == Classify::Class {
+            return Err(ConfigError::new(
+                "classify",
+                "bcpqp with flows = \"exact\" needs classify = \"flow\": per-flow burst control inside classes is not implemented (pqp supports it)",
+            ));
+        }
         let theta = |name: &str, v: f64, min: f64| {
             if !v.is_finite() || v < min || v > MAX_THETA {
                 Err(ConfigError::new(name, format!("must be a number in [{min}, {MAX_THETA}], got {v}")))

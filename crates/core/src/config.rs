@@ -9,8 +9,9 @@ use crate::dscd::{Dscd, DscdConfig};
 use crate::enforcer::{Policer, QueueDiscipline};
 use crate::fair_policer::{FairPolicer, FairPolicerConfig};
 use crate::fifo_shaper::{FifoShaper, FifoShaperConfig};
-use crate::packet::Packet;
+use crate::packet::{Classify, Packet};
 use crate::pqp::{FlowQueuing, Pqp, PqpConfig};
+use crate::pqp_class_flows::ClassFlowPqp;
 use crate::pqp_flows::FlowPqp;
 use crate::red::{Red, RedConfig};
 use crate::shaper::{Shaper, ShaperConfig};
@@ -152,6 +153,9 @@ impl EnforcerConfig {
             EnforcerConfig::TokenBucket(c) => Enforcer::Policer(AnyPolicer::TokenBucket(TokenBucket::new(c))),
             EnforcerConfig::Srtcm(c) => Enforcer::Policer(AnyPolicer::Srtcm(SrTcm::new(c))),
             EnforcerConfig::Trtcm(c) => Enforcer::Policer(AnyPolicer::Trtcm(TrTcm::new(c))),
+            EnforcerConfig::Pqp(c) if c.flows == FlowQueuing::Exact && c.classify == Classify::Class => {
+                Enforcer::Policer(AnyPolicer::PqpClassFlows(ClassFlowPqp::new(c)))
+            }
             EnforcerConfig::Pqp(c) if c.flows == FlowQueuing::Exact => Enforcer::Policer(AnyPolicer::PqpFlows(FlowPqp::new(c))),
             EnforcerConfig::Pqp(c) => Enforcer::Policer(AnyPolicer::Pqp(Pqp::new(c))),
             EnforcerConfig::Bcpqp(c) if c.flows == FlowQueuing::Exact => Enforcer::Policer(AnyPolicer::BcpqpFlows(FlowBcPqp::new(c))),
@@ -217,6 +221,8 @@ pub enum AnyPolicer {
     Bcpqp(BcPqp),
     /// `pqp` with `flows = "exact"`.
     PqpFlows(FlowPqp<()>),
+    /// `pqp` with `flows = "exact"` and `classify = "class"`.
+    PqpClassFlows(ClassFlowPqp),
     /// `bcpqp` with `flows = "exact"`.
     BcpqpFlows(FlowBcPqp),
     FairPolicer(FairPolicer),
@@ -232,6 +238,7 @@ impl Policer for AnyPolicer {
             AnyPolicer::Pqp(p) => p.on_arrival(now, pkt),
             AnyPolicer::Bcpqp(p) => p.on_arrival(now, pkt),
             AnyPolicer::PqpFlows(p) => p.on_arrival(now, pkt),
+            AnyPolicer::PqpClassFlows(p) => p.on_arrival(now, pkt),
             AnyPolicer::BcpqpFlows(p) => p.on_arrival(now, pkt),
             AnyPolicer::FairPolicer(p) => p.on_arrival(now, pkt),
         }

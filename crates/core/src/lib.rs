@@ -24,6 +24,7 @@ pub mod fair_policer;
 pub mod fast_hash;
 pub mod phantom;
 pub mod pqp;
+pub mod pqp_class_flows;
 pub mod pqp_flows;
 pub mod srtcm;
 pub mod token_bucket;

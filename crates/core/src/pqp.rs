@@ -41,7 +41,9 @@ pub enum FlowQueuing {
     #[default]
     Hashed,
     /// One queue per flow, created on its first packet and reclaimed once drained and idle,
-    /// at most `max_flows` (crate::phantom::FlowQueues). Flat `fair` policy only.
+    /// at most `max_flows` (crate::phantom::FlowQueues). With `classify = "flow"` the policy is
+    /// flat `fair` over the flows; with `classify = "class"` (PQP) the policy runs over the
+    /// classes and each class shares its service fairly among its own flows.
     Exact,
 }
 
@@ -89,14 +91,19 @@ impl PqpConfig {
         if self.queue_size.0 == 0 {
             return Err(ConfigError::new("queue_size", "must be greater than zero"));
         }
-        // Occupancies are nano-bytes in u64: all queues together must fit (≈ 18.4 GB). Exact
-        // flows keep no total (virtual time needs only one queue's worth above the level).
-        let queues = if self.flows == FlowQueuing::Exact { 1 } else { self.queues as u64 };
+        // Occupancies are nano-bytes in u64: all queues together must fit (≈ 18.4 GB). Flat
+        // exact flows keep no total (virtual time needs only one queue's worth above the level);
+        // a class of exact flows holds up to max_flows of them in its class queue.
+        let (queues, what) = match (self.flows, self.classify) {
+            (FlowQueuing::Hashed, _) => (self.queues as u64, "queues"),
+            (FlowQueuing::Exact, Classify::Flow) => (1, "one flow's"),
+            (FlowQueuing::Exact, Classify::Class) => (self.queues as u64 * self.max_flows() as u64, "queues × max_flows"),
+        };
         let total = self.queue_size.0.saturating_mul(queues);
         if total > MAX_SIZE_BYTES {
             return Err(ConfigError::new(
                 "queue_size",
-                format!("queues × queue_size = {total} bytes exceeds the 16 GiB an aggregate may hold"),
+                format!("{what} × queue_size = {total} bytes exceeds the 16 GiB an aggregate may hold"),
             ));
         }
         let field = if self.weights.is_some() { "weights" } else { "policy" };
@@ -105,8 +112,8 @@ impl PqpConfig {
         PhantomPolicy::compile(&node).map_err(|e| ConfigError::new("policy", e.to_string()))
     }
 
-    /// `flows` and `max_flows`: exact flows need per-flow classification and a flat fair policy
-    /// (fairness per flow inside classes is not implemented).
+    /// `flows` and `max_flows`: exact flows by flow key need the flat fair policy (the flows are
+    /// the policy's members); by class, any policy over the classes.
     fn check_flows(&self) -> Result<(), ConfigError> {
         if self.flows == FlowQueuing::Hashed {
             return match self.max_flows {
@@ -114,12 +121,12 @@ impl PqpConfig {
                 None => Ok(()),
             };
         }
-        if self.classify != Classify::Flow {
-            return Err(ConfigError::new("classify", "flows = \"exact\" needs classify = \"flow\""));
-        }
-        if self.policy != "fair" || self.weights.is_some() {
+        if self.classify == Classify::Flow && (self.policy != "fair" || self.weights.is_some()) {
             let field = if self.weights.is_some() { "weights" } else { "policy" };
-            return Err(ConfigError::new(field, "flows = \"exact\" supports policy = \"fair\" only"));
+            return Err(ConfigError::new(
+                field,
+                "flows = \"exact\" with classify = \"flow\" supports policy = \"fair\" only; for a policy over classes use classify = \"class\"",
+            ));
         }
         let max = self.max_flows();
         if !(1..=MAX_FLOWS).contains(&max) {
@@ -128,7 +135,7 @@ impl PqpConfig {
         Ok(())
     }
 
-    /// Flows tracked per aggregate under `flows = "exact"`.
+    /// Flows tracked per aggregate (per class with `classify = "class"`) under `flows = "exact"`.
     pub fn max_flows(&self) -> u32 {
         self.max_flows.unwrap_or(DEFAULT_MAX_FLOWS)
     }
@@ -243,6 +250,13 @@ impl Pqp {
             self.queues.serve(&self.params.policy, budget, on_drain);
             self.last = now;
         }
+    }
+
+    /// Adds `nb` nano-bytes to queue `q` that were admitted elsewhere (the per-flow queues of a
+    /// class of exact flows decide; the class's queue holds their sum). Counts nothing.
+    #[inline]
+    pub(crate) fn add_admitted(&mut self, q: usize, nb: u64) {
+        self.queues.add(&self.params.policy, q, nb, &mut |_, _| {});
     }
 
     /// Admits `bytes` into queue `q` if it fits; counts the verdict. `occupancy` is L_i as
