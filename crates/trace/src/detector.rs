@@ -10,12 +10,15 @@
 //!   the bucket does not fill while the sender runs below the rate, and the send times recorded
 //!   at the server are offset from the arrivals at the policer by delays that vary within an RTT).
 //! - RTT inflation (line 15): each loss is tied to the RTT sample of a packet sent just before
-//!   it (within one median RTT), skipping the packet sent immediately before: after a tail drop
-//!   that one waits for the receiver's delayed-ACK timer. Behind a queue, that sample carries the
-//!   queue the lost packet met, where the last ACK received before the loss describes it an RTT
-//!   earlier. A loss is inflated when its sample is ≥ the median, > 1.3 × the 10th percentile,
-//!   more than two packet times (at the estimated rate) above it and ≥ 20 ms; more than 20 %
-//!   inflated losses rule policing out.
+//!   it (within one median RTT), skipping the last packet delivered before it (for a run of
+//!   losses, the one before the whole run): after a tail drop that one waits for the receiver's
+//!   delayed-ACK timer. Behind a queue, that sample carries the queue the lost packet met, where
+//!   the last ACK received before the loss describes it an RTT earlier. A loss is inflated when
+//!   its sample is ≥ the median, > 1.3 × the segment's smallest RTT, more than two packet times
+//!   (at the estimated rate) above it and ≥ 20 ms; more than 20 % inflated losses rule policing
+//!   out. The paper's tool measures from the 10th percentile; behind a queue that other traffic
+//!   keeps from draining, every sample carries the standing queue, the 10th percentile with them,
+//!   and only the smallest RTT is near the path's.
 //! - Beyond the paper: policed needs ACK trains faster than 1.5 × the estimated rate (a queue's
 //!   output never exceeds its rate; a policer passes its bucket at the sender's line rate).
 //! - Further safeguards: the losses must span at least two median RTTs (a single burst of losses
@@ -50,7 +53,7 @@ pub struct Params {
     pub min_loss_span_rtts: f64,
     pub inflation_factor: f64,
     pub inflation_min_rtt_ns: u64,
-    /// An inflated sample also exceeds the 10th percentile by this many packet times at the rate.
+    /// An inflated sample also exceeds the smallest RTT by this many packet times at the rate.
     pub inflation_min_packets: f64,
     pub max_inflated_fraction: f64,
     /// A policer passes what its bucket holds at the sender's line rate, so some ACK trains come
@@ -160,7 +163,12 @@ impl Judgement {
 }
 
 /// Judges one segment: its data packets in send order, its RTT samples and ACK arrivals.
-pub fn judge(pkts: &[DataPkt], rtts: &[RttSample], acks: &[AckEvent], params: &Params) -> Judgement {
+pub fn judge(
+    pkts: &[DataPkt],
+    rtts: &[RttSample],
+    acks: &[AckEvent],
+    params: &Params,
+) -> Judgement {
     judge_inner(pkts, rtts, acks, params, false)
 }
 
@@ -169,11 +177,22 @@ pub fn judge(pkts: &[DataPkt], rtts: &[RttSample], acks: &[AckEvent], params: &P
 /// stops filling at its capacity; the paper's uncapped t_p would then predict tokens that never
 /// existed. Here the simulated bucket has a capacity, and the rate and capacity are estimated
 /// together from the judged window (`capped_bucket`).
-pub fn judge_aggregate(pkts: &[DataPkt], rtts: &[RttSample], acks: &[AckEvent], params: &Params) -> Judgement {
+pub fn judge_aggregate(
+    pkts: &[DataPkt],
+    rtts: &[RttSample],
+    acks: &[AckEvent],
+    params: &Params,
+) -> Judgement {
     judge_inner(pkts, rtts, acks, params, true)
 }
 
-fn judge_inner(pkts: &[DataPkt], rtts: &[RttSample], acks: &[AckEvent], params: &Params, capped: bool) -> Judgement {
+fn judge_inner(
+    pkts: &[DataPkt],
+    rtts: &[RttSample],
+    acks: &[AckEvent],
+    params: &Params,
+    capped: bool,
+) -> Judgement {
     let lost: Vec<usize> = (0..pkts.len()).filter(|&i| pkts[i].lost()).collect();
     let burst_bytes = pkts[..lost.first().copied().unwrap_or(pkts.len())]
         .iter()
@@ -201,11 +220,19 @@ fn judge_inner(pkts: &[DataPkt], rtts: &[RttSample], acks: &[AckEvent], params: 
         j.reason = Reason::NoRttSamples;
         return j;
     };
-    let p10 = percentile(&rtt_sorted, 0.1).unwrap_or(rtt_med);
+    let rtt_min = rtt_sorted[0];
     let mut by_sent = rtts.to_vec();
     by_sent.sort_by_key(|s| s.sent_ns);
     let burst_bytes_per_sec = j.burst_throughput_bps.map(|b| b / 8.0);
-    let ctx = Context { pkts, by_sent, rtt_med, rtt_p10: p10, params, capped, burst_bytes_per_sec };
+    let ctx = Context {
+        pkts,
+        by_sent,
+        rtt_med,
+        rtt_min,
+        params,
+        capped,
+        burst_bytes_per_sec,
+    };
     let first = ctx.run(&lost);
     j.rate_bps = first.rate.map(|r| r * 8.0);
     j.reason = first.reason;
@@ -232,7 +259,8 @@ struct Context<'a> {
     /// RTT samples in the order their packets were sent.
     by_sent: Vec<RttSample>,
     rtt_med: u64,
-    rtt_p10: u64,
+    /// The segment's smallest RTT: the path without a queue, as far as the segment shows it.
+    rtt_min: u64,
     params: &'a Params,
     /// Simulate a bucket of bounded capacity (the per-client aggregate); false = the paper's
     /// unbounded t_p − t_u.
@@ -253,32 +281,60 @@ impl Context<'_> {
         let (t0, t1) = (self.pkts[first].t_ns, self.pkts[last].t_ns);
         let span = t1.saturating_sub(t0);
         if (span as f64) < self.params.min_loss_span_rtts * self.rtt_med as f64 || span == 0 {
-            return PassResult { reason: Reason::SingleLossBurst, rate: None };
+            return PassResult {
+                reason: Reason::SingleLossBurst,
+                rate: None,
+            };
         }
         let window = &self.pkts[first..=last];
         let mtu = window.iter().map(|p| p.ip_len).max().unwrap_or(1500) as f64;
         // Line 1: r = goodput between the first and the last loss.
-        let passed: u64 = window.iter().filter(|p| !p.lost()).map(|p| p.ip_len as u64).sum();
+        let passed: u64 = window
+            .iter()
+            .filter(|p| !p.lost())
+            .map(|p| p.ip_len as u64)
+            .sum();
         let goodput = passed as f64 / (span as f64 * 1e-9);
-        let (rate, cap) = if self.capped { capped_bucket(window, goodput, mtu) } else { (goodput, f64::INFINITY) };
-        let result = |reason| PassResult { reason, rate: Some(rate) };
+        let (rate, cap) = if self.capped {
+            capped_bucket(window, goodput, mtu)
+        } else {
+            (goodput, f64::INFINITY)
+        };
+        let result = |reason| PassResult {
+            reason,
+            rate: Some(rate),
+        };
         // Lines 2-10.
         let mut l_loss = Vec::with_capacity(lost.len());
         let mut l_pass = Vec::with_capacity(window.len());
-        balances(window, rate, cap, |p, available| if p.lost() { l_loss.push(available) } else { l_pass.push(available) });
+        balances(window, rate, cap, |p, available| {
+            if p.lost() {
+                l_loss.push(available)
+            } else {
+                l_pass.push(available)
+            }
+        });
         if l_pass.len() < self.params.min_pass_samples {
             return result(Reason::FewPassSamples);
         }
         // Lines 11-12.
-        if mean(&l_loss) >= mean(&l_pass) || median_f(&mut l_loss.clone()) >= median_f(&mut l_pass.clone()) {
+        if mean(&l_loss) >= mean(&l_pass)
+            || median_f(&mut l_loss.clone()) >= median_f(&mut l_pass.clone())
+        {
             return result(Reason::LossesNotBelowPasses);
         }
         // Lines 13-14 with the bands of the module doc.
         let rtt_bytes = rate * self.rtt_med as f64 * 1e-9;
         let floor = self.params.tol_packets * mtu;
-        let (band, below) = ((self.params.loss_band_rtts * rtt_bytes).max(floor), (self.params.pass_floor_rtts * rtt_bytes).max(floor));
+        let (band, below) = (
+            (self.params.loss_band_rtts * rtt_bytes).max(floor),
+            (self.params.pass_floor_rtts * rtt_bytes).max(floor),
+        );
         let centre = median_f(&mut l_loss.clone());
-        let near_zero = l_loss.iter().filter(|&&a| (a - centre).abs() <= band).count();
+        let near_zero = l_loss
+            .iter()
+            .filter(|&&a| (a - centre).abs() <= band)
+            .count();
         if (near_zero as f64) < (1.0 - self.params.n_loss) * l_loss.len() as f64 {
             return result(Reason::LossesWithTokens);
         }
@@ -290,7 +346,10 @@ impl Context<'_> {
         if self.inflated_fraction(lost, rate, mtu) > self.params.max_inflated_fraction {
             return result(Reason::RttInflation);
         }
-        if self.burst_bytes_per_sec.is_some_and(|b| b < self.params.min_burst_over_rate * rate) {
+        if self
+            .burst_bytes_per_sec
+            .is_some_and(|b| b < self.params.min_burst_over_rate * rate)
+        {
             return result(Reason::AcksPacedAtRate);
         }
         result(Reason::Policed)
@@ -301,15 +360,28 @@ impl Context<'_> {
     fn inflated_fraction(&self, lost: &[usize], rate: f64, mtu: f64) -> f64 {
         let one_packet_ns = mtu / rate * 1e9;
         let threshold = (self.rtt_med as f64)
-            .max(self.params.inflation_factor * self.rtt_p10 as f64 + 1.0)
-            .max(self.rtt_p10 as f64 + self.params.inflation_min_packets * one_packet_ns)
+            .max(self.params.inflation_factor * self.rtt_min as f64 + 1.0)
+            .max(self.rtt_min as f64 + self.params.inflation_min_packets * one_packet_ns)
             .max(self.params.inflation_min_rtt_ns as f64);
+        // The last packet delivered before a loss is skipped (module doc); in a run of losses
+        // that is the one before the whole run, not the loss just before.
+        let mut last_delivered = None;
+        let mut skip_from = Vec::with_capacity(lost.len());
+        let mut next = lost.iter().peekable();
+        for (i, p) in self.pkts.iter().enumerate() {
+            while next.peek().is_some_and(|&&l| l == i) {
+                skip_from.push(last_delivered.map_or(p.t_ns, |t: u64| t.min(p.t_ns)));
+                next.next();
+            }
+            if !p.lost() {
+                last_delivered = Some(p.t_ns);
+            }
+        }
         let inflated = lost
             .iter()
-            .filter(|&&i| {
+            .zip(skip_from)
+            .filter(|&(&i, skip_from)| {
                 let sent = self.pkts[i].t_ns;
-                // The packet sent immediately before the loss is skipped (module doc).
-                let skip_from = i.checked_sub(1).map_or(sent, |j| self.pkts[j].t_ns.min(sent));
                 let before = self.by_sent.partition_point(|s| s.sent_ns < skip_from);
                 before > 0 && {
                     let s = &self.by_sent[before - 1];
@@ -468,7 +540,13 @@ mod tests {
     use super::*;
 
     fn pkt(t_ms: f64, lost: bool) -> DataPkt {
-        DataPkt { t_ns: (t_ms * 1e6) as u64, seq: 0, payload: 1448, ip_len: 1500, flags: if lost { crate::flow::LOST } else { 0 } }
+        DataPkt {
+            t_ns: (t_ms * 1e6) as u64,
+            seq: 0,
+            payload: 1448,
+            ip_len: 1500,
+            flags: if lost { crate::flow::LOST } else { 0 },
+        }
     }
 
     #[test]
@@ -484,9 +562,15 @@ mod tests {
         }
         let lost: Vec<usize> = (0..pkts.len()).filter(|&i| pkts[i].lost()).collect();
         let rate = 1.5 * 1500.0 / 0.02;
-        assert_eq!(pattern(&pkts, &lost, rate, 20_000_000, 20_000_000), Pattern::DoublingWindow);
+        assert_eq!(
+            pattern(&pkts, &lost, rate, 20_000_000, 20_000_000),
+            Pattern::DoublingWindow
+        );
         // The same trace with ten times the RTT is no longer near one packet per RTT.
-        assert_ne!(pattern(&pkts, &lost, rate, 200_000_000, 200_000_000), Pattern::DoublingWindow);
+        assert_ne!(
+            pattern(&pkts, &lost, rate, 200_000_000, 200_000_000),
+            Pattern::DoublingWindow
+        );
     }
 
     #[test]
@@ -501,9 +585,22 @@ mod tests {
         }
         let lost: Vec<usize> = (0..pkts.len()).filter(|&i| pkts[i].lost()).collect();
         let rate = 20.0 * 1500.0 / 0.5;
-        assert_eq!(pattern(&pkts, &lost, rate, 100_000_000, 100_000_000), Pattern::Staircase);
+        assert_eq!(
+            pattern(&pkts, &lost, rate, 100_000_000, 100_000_000),
+            Pattern::Staircase
+        );
         // Spread the same packets evenly: a congestion-avoidance-like approach to the rate.
-        let even: Vec<DataPkt> = pkts.iter().enumerate().map(|(i, p)| DataPkt { t_ns: i as u64 * 25_000_000, ..*p }).collect();
-        assert_eq!(pattern(&even, &lost, rate, 100_000_000, 100_000_000), Pattern::CongestionAvoidance);
+        let even: Vec<DataPkt> = pkts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| DataPkt {
+                t_ns: i as u64 * 25_000_000,
+                ..*p
+            })
+            .collect();
+        assert_eq!(
+            pattern(&even, &lost, rate, 100_000_000, 100_000_000),
+            Pattern::CongestionAvoidance
+        );
     }
 }

@@ -5,7 +5,7 @@
 //! The model follows Linux where it matters to the detector: initial window 10, slow start and
 //! Reno congestion avoidance, RACK loss detection (a packet is lost once a packet sent after it
 //! is delivered), one window reduction per recovery episode, RTO with 200 ms minimum and
-//! exponential backoff, SACK and D-SACK from the receiver (which ACKs every packet), cwnd reset
+//! exponential backoff, SACK and D-SACK from the receiver (which ACKs every packet, or delays its ACKs as Linux does), cwnd reset
 //! to the initial window after an idle longer than the RTO. The server's capture sees each data
 //! packet when the NIC sends it and each ACK when it arrives.
 //!
@@ -18,10 +18,10 @@
 //! lab's real Linux TCP (docs/detector.md), which neither model replaces.
 
 use crate::decode::{TcpPacket, TCP_ACK, TCP_SYN};
-use ratekit_core::token_bucket::{TokenBucket, TokenBucketConfig};
-use ratekit_core::{Instant, Packet, Policer, Rate};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use ratekit_core::token_bucket::{TokenBucket, TokenBucketConfig};
+use ratekit_core::{Instant, Packet, Policer, Rate};
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr};
@@ -54,12 +54,20 @@ pub struct Scenario {
     pub same_client: bool,
     /// Extra uncaptured flows through the same path (cross traffic), towards other clients.
     pub cross_flows: u32,
+    /// The cross flows are bulk downloads that start `BULK_LEAD_NS` before the captured flows and
+    /// outlast them, so a bottleneck's queue never drains while they are captured (the lab's H).
+    /// Otherwise they are chunked like the captured flows.
+    pub cross_bulk: bool,
     /// Gap between the starts of successive flows.
     pub stagger_ns: u64,
     /// Server NIC and access-link rate (the burst throughput).
     pub line_rate: Rate,
     /// Uniform extra delay on the ACK path (kept in order), so that seeds differ.
     pub ack_jitter_ns: u64,
+    /// The receiver delays its ACKs as Linux does by default: one ACK per two in-order segments,
+    /// or when the 40 ms timer fires; at once for out-of-order data, a filled hole or a
+    /// duplicate. Off: one ACK per segment (Linux in quick-ACK mode).
+    pub delayed_acks: bool,
 }
 
 impl Scenario {
@@ -76,9 +84,11 @@ impl Scenario {
             flows: 1,
             same_client: true,
             cross_flows: 0,
+            cross_bulk: false,
             stagger_ns: 300_000_000,
             line_rate: Rate::from_mbps(1000.0),
             ack_jitter_ns: 2_000_000,
+            delayed_acks: false,
         }
     }
 }
@@ -101,6 +111,12 @@ const SERVER_PORT: u16 = 443;
 const REQUEST_LEN: u32 = 200;
 /// Server to policer / bottleneck: the enforcer sits near the server, as in 002's lab.
 const NEAR_NS: u64 = 500_000;
+/// How long bulk cross traffic runs before the captured flows start (the lab's 2 s).
+const BULK_LEAD_NS: u64 = 2_000_000_000;
+/// A bulk cross flow sends this many times a captured flow's bytes, so that it outlasts it.
+const BULK_FACTOR: u32 = 4;
+/// Linux's delayed-ACK timer (TCP_DELACK_MIN).
+const DELACK_NS: u64 = 40_000_000;
 
 #[derive(Clone, Copy, Default)]
 struct TxState {
@@ -115,6 +131,7 @@ struct Flow {
     client: IpAddr,
     cport: u16,
     chunk_pkts: u32,
+    chunks: u32,
     chunks_left: u32,
     tx: Vec<TxState>,
     app_end: u32,
@@ -141,6 +158,10 @@ struct Flow {
     rcv_nxt: u32,
     ooo: BTreeSet<u32>,
     requests: u32,
+    /// In-order segments received since the last ACK (delayed ACKs only).
+    unacked: u32,
+    /// Generation of the delayed-ACK timer; a fired timer of an older one is stale.
+    delack_gen: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -154,6 +175,8 @@ enum Ev {
     ClientRequest(u32),
     RequestAtServer(u32),
     Rto(u32, u64),
+    /// flow, timer generation.
+    DelayedAck(u32, u64),
 }
 
 struct Sim {
@@ -180,7 +203,9 @@ pub fn generate(sc: &Scenario) -> Trace {
         _ => (sc.line_rate, u64::MAX),
     };
     let policer = match sc.path {
-        Path::Policer { rate, burst } => Some(TokenBucket::new(&TokenBucketConfig::new(rate, burst))),
+        Path::Policer { rate, burst } => {
+            Some(TokenBucket::new(&TokenBucketConfig::new(rate, burst)))
+        }
         _ => None,
     };
     let chunk_pkts = sc.chunk_bytes.div_ceil(sc.mss as u64) as u32;
@@ -188,13 +213,24 @@ pub fn generate(sc: &Scenario) -> Trace {
     let flows = (0..total)
         .map(|i| {
             let captured = i < sc.flows;
-            let host = if captured && sc.same_client { 2 } else { 2 + i as u8 };
+            let bulk = !captured && sc.cross_bulk;
+            let (chunks, chunk_pkts) = if bulk {
+                (1, chunk_pkts * sc.chunks * BULK_FACTOR)
+            } else {
+                (sc.chunks, chunk_pkts)
+            };
+            let host = if captured && sc.same_client {
+                2
+            } else {
+                2 + i as u8
+            };
             Flow {
                 captured,
                 client: IpAddr::V4(Ipv4Addr::new(10, 0, 1, host)),
                 cport: 40_000 + i as u16,
                 chunk_pkts,
-                chunks_left: sc.chunks,
+                chunks,
+                chunks_left: chunks,
                 tx: Vec::new(),
                 app_end: 0,
                 una: 0,
@@ -218,6 +254,8 @@ pub fn generate(sc: &Scenario) -> Trace {
                 rcv_nxt: 0,
                 ooo: BTreeSet::new(),
                 requests: 0,
+                unacked: 0,
+                delack_gen: 0,
             }
         })
         .collect();
@@ -235,10 +273,20 @@ pub fn generate(sc: &Scenario) -> Trace {
         link_bytes: 0,
         link_cap,
         link_busy: false,
-        out: Trace { packets: Vec::new(), drops: 0, data_sent: 0 },
+        out: Trace {
+            packets: Vec::new(),
+            drops: 0,
+            data_sent: 0,
+        },
     };
     for f in 0..total {
-        let start = f as u64 * sc.stagger_ns;
+        let bulk = f >= sc.flows && sc.cross_bulk;
+        let lead = if sc.cross_bulk { BULK_LEAD_NS } else { 0 };
+        let start = if bulk {
+            (f - sc.flows) as u64 * sc.stagger_ns
+        } else {
+            lead + f as u64 * sc.stagger_ns
+        };
         sim.handshake(f, start);
         sim.at(start + sc.rtt_ns, Ev::ClientRequest(f));
     }
@@ -330,7 +378,15 @@ impl Sim {
             Ev::AtEnforcer(f, n) => self.at_enforcer(f, n),
             Ev::LinkDone => self.link_done(),
             Ev::AtClient(f, n) => self.at_client(f, n),
-            Ev::Ack(f, cum, sack, count, dsack) => self.on_ack(f, cum, &sack[..count as usize], dsack),
+            Ev::DelayedAck(f, gen) => {
+                let fl = &self.flows[f as usize];
+                if fl.delack_gen == gen && fl.unacked > 0 {
+                    self.send_ack(f, fl.rcv_nxt, [(0, 0); 3], 0, false);
+                }
+            }
+            Ev::Ack(f, cum, sack, count, dsack) => {
+                self.on_ack(f, cum, &sack[..count as usize], dsack)
+            }
             Ev::ClientRequest(f) => {
                 let fl = &mut self.flows[f as usize];
                 if fl.chunks_left == 0 {
@@ -344,7 +400,9 @@ impl Sim {
                 let mut req = self.tcp(f, false, self.now);
                 let fl = &mut self.flows[f as usize];
                 req.seq = Self::client_isn(f).wrapping_add(1 + fl.requests * REQUEST_LEN);
-                req.ack = Self::server_isn(f).wrapping_add(1).wrapping_add(fl.rcv_nxt.wrapping_mul(self.sc.mss));
+                req.ack = Self::server_isn(f)
+                    .wrapping_add(1)
+                    .wrapping_add(fl.rcv_nxt.wrapping_mul(self.sc.mss));
                 req.payload_len = REQUEST_LEN;
                 req.ip_len = HEADER + REQUEST_LEN;
                 fl.requests += 1;
@@ -363,7 +421,11 @@ impl Sim {
     }
 
     fn rto_of(fl: &Flow) -> u64 {
-        let base = if fl.srtt == 0.0 { 1e9 } else { fl.srtt + 4.0 * fl.rttvar };
+        let base = if fl.srtt == 0.0 {
+            1e9
+        } else {
+            fl.srtt + 4.0 * fl.rttvar
+        };
         ((base as u64).max(MIN_RTO) * fl.backoff as u64).min(MAX_RTO)
     }
 
@@ -414,7 +476,9 @@ impl Sim {
         let ip_len = HEADER + self.sc.mss;
         let mut p = self.tcp(f, true, self.now);
         let fl = &self.flows[f as usize];
-        p.seq = Self::server_isn(f).wrapping_add(1).wrapping_add(n.wrapping_mul(self.sc.mss));
+        p.seq = Self::server_isn(f)
+            .wrapping_add(1)
+            .wrapping_add(n.wrapping_mul(self.sc.mss));
         p.ack = Self::client_isn(f).wrapping_add(1 + fl.requests * REQUEST_LEN);
         p.payload_len = self.sc.mss;
         p.ip_len = ip_len;
@@ -438,8 +502,18 @@ impl Sim {
         let len = HEADER + self.sc.mss;
         let pass = match self.sc.path {
             Path::Policer { .. } => {
-                let pkt = Packet { id: 0, len, flow: f as u64, class: 0, aggregate: 0 };
-                self.policer.as_mut().expect("policer path").on_arrival(Instant(self.now), &pkt).is_pass()
+                let pkt = Packet {
+                    id: 0,
+                    len,
+                    flow: f as u64,
+                    class: 0,
+                    aggregate: 0,
+                };
+                self.policer
+                    .as_mut()
+                    .expect("policer path")
+                    .on_arrival(Instant(self.now), &pkt)
+                    .is_pass()
             }
             Path::RandomLoss { p } => self.rng.gen::<f64>() >= p,
             Path::DropTail { .. } => true,
@@ -487,6 +561,7 @@ impl Sim {
     fn at_client(&mut self, f: u32, n: u32) {
         let fl = &mut self.flows[f as usize];
         let duplicate = n < fl.rcv_nxt || fl.ooo.contains(&n);
+        let out_of_order = n != fl.rcv_nxt || !fl.ooo.is_empty();
         if !duplicate {
             if n == fl.rcv_nxt {
                 fl.rcv_nxt += 1;
@@ -518,19 +593,33 @@ impl Sim {
                 count += 1;
             }
         }
-        let requested = (self.sc.chunks - fl.chunks_left) * fl.chunk_pkts;
+        let requested = (fl.chunks - fl.chunks_left) * fl.chunk_pkts;
         let chunk_done = !duplicate && fl.rcv_nxt == requested && fl.ooo.is_empty();
         let (cum, more) = (fl.rcv_nxt, fl.chunks_left > 0);
-        let jitter = self.rng.gen_range(0..=self.sc.ack_jitter_ns);
-        let fl = &mut self.flows[f as usize];
-        let t = (self.now + self.sc.rtt_ns / 2 + jitter).max(fl.last_ack_at);
-        fl.last_ack_at = t;
-        self.at(t, Ev::Ack(f, cum, blocks, count as u8, duplicate));
+        fl.unacked += 1;
+        // The end of a chunk is acknowledged at once: the next request carries it.
+        if !self.sc.delayed_acks || out_of_order || duplicate || chunk_done || fl.unacked >= 2 {
+            self.send_ack(f, cum, blocks, count as u8, duplicate);
+        } else {
+            fl.delack_gen += 1;
+            let (t, gen) = (self.now + DELACK_NS, fl.delack_gen);
+            self.at(t, Ev::DelayedAck(f, gen));
+        }
         if chunk_done && more {
             // Think time varies by ±20 % so that seeds give different traces.
             let t = self.now + (self.sc.pause_ns as f64 * self.rng.gen_range(0.8..1.2)) as u64;
             self.at(t, Ev::ClientRequest(f));
         }
+    }
+
+    fn send_ack(&mut self, f: u32, cum: u32, blocks: [(u32, u32); 3], count: u8, dsack: bool) {
+        let jitter = self.rng.gen_range(0..=self.sc.ack_jitter_ns);
+        let fl = &mut self.flows[f as usize];
+        fl.unacked = 0;
+        fl.delack_gen += 1;
+        let t = (self.now + self.sc.rtt_ns / 2 + jitter).max(fl.last_ack_at);
+        fl.last_ack_at = t;
+        self.at(t, Ev::Ack(f, cum, blocks, count, dsack));
     }
 
     fn on_ack(&mut self, f: u32, cum: u32, sack: &[(u32, u32)], dsack: bool) {
@@ -542,7 +631,10 @@ impl Sim {
             let base = Self::server_isn(f).wrapping_add(1);
             p.ack = base.wrapping_add(cum.wrapping_mul(mss));
             for (i, &(l, r)) in sack.iter().enumerate() {
-                p.sack[i] = (base.wrapping_add(l.wrapping_mul(mss)), base.wrapping_add(r.wrapping_mul(mss)));
+                p.sack[i] = (
+                    base.wrapping_add(l.wrapping_mul(mss)),
+                    base.wrapping_add(r.wrapping_mul(mss)),
+                );
             }
             p.sack_count = sack.len() as u8;
             p.ip_len = crate::writer::header_len(false, p.sack_count);
@@ -599,7 +691,11 @@ impl Sim {
         fl.rack_xmit = fl.rack_xmit.max(rack);
         // RACK: anything sent before a delivered packet (by more than the reordering window,
         // a quarter of min RTT outside recovery) is lost.
-        let reo = if fl.in_recovery { 0 } else { fl.min_rtt.min(1_000_000_000) / 4 };
+        let reo = if fl.in_recovery {
+            0
+        } else {
+            fl.min_rtt.min(1_000_000_000) / 4
+        };
         let mut newly_lost = false;
         for i in fl.una..fl.nxt {
             let s = &mut fl.tx[i as usize];
