@@ -10,24 +10,12 @@ use ratekit_trace::writer::{Link, PcapNgWriter, PcapWriter};
 fn main() -> std::io::Result<()> {
     let dir = std::path::PathBuf::from(std::env::args().nth(1).expect("usage: fuzz_corpus DIR"));
     std::fs::create_dir_all(&dir)?;
-    let mut sc = Scenario::new(
-        Path::Policer {
-            rate: Rate::from_mbps(1.5),
-            burst: 20_000,
-        },
-        1,
-    );
+    let mut sc = Scenario::new(Path::Policer { rate: Rate::from_mbps(1.5), burst: 20_000 }, 1);
     sc.chunks = 1;
     sc.chunk_bytes = 60_000;
     let trace = generate(&sc);
     let pkts = &trace.packets[..trace.packets.len().min(40)];
-    for (name, link) in [
-        ("eth", Link::Ethernet),
-        ("vlan", Link::Vlan),
-        ("sll", Link::LinuxSll),
-        ("sll2", Link::LinuxSll2),
-        ("raw", Link::RawIp),
-    ] {
+    for (name, link) in [("eth", Link::Ethernet), ("vlan", Link::Vlan), ("sll", Link::LinuxSll), ("sll2", Link::LinuxSll2), ("raw", Link::RawIp)] {
         let mut w = PcapWriter::new(Vec::new(), link, 96)?;
         pkts.iter().try_for_each(|p| w.write(p))?;
         std::fs::write(dir.join(format!("{name}.pcap")), w.into_inner())?;

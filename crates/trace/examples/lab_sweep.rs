@@ -30,11 +30,7 @@ fn main() {
             _ => panic!("unknown parameter {name}"),
         }
     }
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .expect("DIR")
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .collect();
+    let mut files: Vec<_> = std::fs::read_dir(dir).expect("DIR").filter_map(|e| e.ok()).map(|e| e.path()).collect();
     files.retain(|p| p.extension().is_some_and(|e| e == "pcap"));
     files.sort();
     let mut w = std::io::BufWriter::new(std::fs::File::create(out).expect("OUT.csv"));
@@ -44,16 +40,7 @@ fn main() {
         for r in report.rows {
             let j = &r.judgement;
             let rate = j.rate_bps.map_or(String::new(), |b| format!("{b:.0}"));
-            writeln!(
-                w,
-                "{},{},{},{},{},{rate}",
-                f.display(),
-                r.direction,
-                j.losses,
-                j.policed,
-                j.reason.as_str()
-            )
-            .unwrap();
+            writeln!(w, "{},{},{},{},{},{rate}", f.display(), r.direction, j.losses, j.policed, j.reason.as_str()).unwrap();
         }
     }
 }

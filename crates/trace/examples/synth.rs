@@ -14,20 +14,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let usage = "usage: synth OUT.pcap (policer RATE BURST | droptail RATE QUEUE | random P) [seed] [chunks] [flows]";
     let (out, kind) = (a.first().ok_or(usage)?, a.get(1).ok_or(usage)?.as_str());
     let (path, rest) = match kind {
-        "policer" => (
-            Path::Policer {
-                rate: parse_rate(&a[2])?,
-                burst: parse_size(&a[3])?,
-            },
-            4,
-        ),
-        "droptail" => (
-            Path::DropTail {
-                rate: parse_rate(&a[2])?,
-                queue: parse_size(&a[3])?,
-            },
-            4,
-        ),
+        "policer" => (Path::Policer { rate: parse_rate(&a[2])?, burst: parse_size(&a[3])? }, 4),
+        "droptail" => (Path::DropTail { rate: parse_rate(&a[2])?, queue: parse_size(&a[3])? }, 4),
         "random" => (Path::RandomLoss { p: a[2].parse()? }, 3),
         _ => return Err(usage.into()),
     };
@@ -37,11 +25,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     sc.flows = num(2, 1)? as u32;
     let trace = generate(&sc);
     trace.write_pcap(BufWriter::new(std::fs::File::create(out)?))?;
-    eprintln!(
-        "{out}: {} packets, {} data, {} dropped by the path",
-        trace.packets.len(),
-        trace.data_sent,
-        trace.drops
-    );
+    eprintln!("{out}: {} packets, {} data, {} dropped by the path", trace.packets.len(), trace.data_sent, trace.drops);
     Ok(())
 }

@@ -25,11 +25,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options {
-            params: Params::default(),
-            all_directions: false,
-            aggregate: true,
-        }
+        Options { params: Params::default(), all_directions: false, aggregate: true }
     }
 }
 
@@ -77,11 +73,7 @@ pub fn analyze(input: impl Read + Send, opts: &Options) -> FileReport {
     let mut tracker = Tracker::new();
     let outcome = read_tcp(input, |p| tracker.push(p, &mut |s| pipeline.on_segment(s)));
     tracker.finish(&mut |s| pipeline.on_segment(s));
-    FileReport {
-        rows: pipeline.finish(),
-        stats: outcome.stats,
-        error: outcome.error,
-    }
+    FileReport { rows: pipeline.finish(), stats: outcome.stats, error: outcome.error }
 }
 
 struct Pipeline<'a> {
@@ -92,11 +84,7 @@ struct Pipeline<'a> {
 
 impl<'a> Pipeline<'a> {
     fn new(opts: &'a Options) -> Self {
-        Pipeline {
-            opts,
-            rows: Vec::new(),
-            clients: HashMap::new(),
-        }
+        Pipeline { opts, rows: Vec::new(), clients: HashMap::new() }
     }
 
     fn on_segment(&mut self, seg: Segment) {
@@ -118,8 +106,7 @@ impl<'a> Pipeline<'a> {
             let n = c.flows.len();
             let id = *c.flows.entry(flow).or_insert(n);
             let (t0, t1) = (seg.packets[0].t_ns, seg.packets[seg.packets.len() - 1].t_ns);
-            c.segments
-                .push((t0, t1, id, seg.packets, seg.rtts, seg.acks));
+            c.segments.push((t0, t1, id, seg.packets, seg.rtts, seg.acks));
         }
     }
 
@@ -152,18 +139,14 @@ fn aggregate_rows(client: IpAddr, mut data: ClientData, params: &Params, rows: &
         flows.sort_unstable();
         flows.dedup();
         if flows.len() >= 2 {
-            let mut pkts: Vec<DataPkt> = group
-                .iter_mut()
-                .flat_map(|s| std::mem::take(&mut s.3))
-                .collect();
-            let mut rtts: Vec<RttSample> = group
-                .iter_mut()
-                .flat_map(|s| std::mem::take(&mut s.4))
-                .collect();
-            let mut acks: Vec<AckEvent> = group
-                .iter_mut()
-                .flat_map(|s| std::mem::take(&mut s.5))
-                .collect();
+            // Each packet and sample keeps its flow: a delayed ACK is one flow's matter.
+            let (mut pkts, mut rtts) = (Vec::new(), Vec::new());
+            for s in group.iter_mut() {
+                let flow = s.2 as u32;
+                pkts.extend(std::mem::take(&mut s.3).into_iter().map(|p| DataPkt { flow, ..p }));
+                rtts.extend(std::mem::take(&mut s.4).into_iter().map(|r| RttSample { flow, ..r }));
+            }
+            let mut acks: Vec<AckEvent> = group.iter_mut().flat_map(|s| std::mem::take(&mut s.5)).collect();
             pkts.sort_by_key(|p| p.t_ns);
             rtts.sort_by_key(|s| s.t_ns);
             acks.sort_by_key(|a| a.t_ns);

@@ -53,20 +53,12 @@ impl BatchTotals {
 /// Judges every capture in `inputs` (files, or directories walked for capture names) and
 /// writes one row per segment to `out`. `jobs`: worker threads (None: one per core). Files
 /// that cannot be read are reported through `progress.note` and get an error row.
-pub fn detect_files(
-    inputs: &[PathBuf],
-    out: &Path,
-    opts: &Options,
-    jobs: Option<usize>,
-    progress: &dyn Progress,
-) -> anyhow::Result<BatchTotals> {
+pub fn detect_files(inputs: &[PathBuf], out: &Path, opts: &Options, jobs: Option<usize>, progress: &dyn Progress) -> anyhow::Result<BatchTotals> {
     let files = collect_inputs(inputs)?;
     if files.is_empty() {
         bail!("no capture files found in the given inputs");
     }
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(jobs.unwrap_or(0))
-        .build()?;
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs.unwrap_or(0)).build()?;
     progress.start(files.len() as u64, "files");
     let reports: Vec<FileReport> = pool.install(|| {
         files
@@ -74,11 +66,7 @@ pub fn detect_files(
             .map(|f| {
                 let report = match crate::reader::open(f) {
                     Ok(input) => analyze(input, opts),
-                    Err(e) => FileReport {
-                        rows: Vec::new(),
-                        stats: Default::default(),
-                        error: Some(e),
-                    },
+                    Err(e) => FileReport { rows: Vec::new(), stats: Default::default(), error: Some(e) },
                 };
                 progress.advance(1);
                 report
@@ -86,13 +74,9 @@ pub fn detect_files(
             .collect()
     });
     progress.finish();
-    let mut w =
-        csv::Writer::from_path(out).with_context(|| format!("cannot write {}", out.display()))?;
+    let mut w = csv::Writer::from_path(out).with_context(|| format!("cannot write {}", out.display()))?;
     w.write_record(COLUMNS)?;
-    let mut totals = BatchTotals {
-        files: files.len(),
-        ..BatchTotals::default()
-    };
+    let mut totals = BatchTotals { files: files.len(), ..BatchTotals::default() };
     for (file, report) in files.iter().zip(&reports) {
         let name = file.display().to_string();
         for row in &report.rows {
@@ -133,9 +117,7 @@ fn record(file: &str, row: &Row) -> Vec<String> {
         opt(j.rate_bps),
         j.burst_bytes.to_string(),
         opt(j.burst_throughput_bps),
-        j.median_rtt_ns
-            .map(|r| format!("{:.3}", r as f64 / 1e6))
-            .unwrap_or_default(),
+        j.median_rtt_ns.map(|r| format!("{:.3}", r as f64 / 1e6)).unwrap_or_default(),
         j.pattern.map(|p| p.as_str()).unwrap_or("").to_string(),
         j.pass.to_string(),
         j.reason.as_str().to_string(),
@@ -147,8 +129,7 @@ fn record(file: &str, row: &Row) -> Vec<String> {
 fn collect_inputs(inputs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for input in inputs {
-        let meta =
-            std::fs::metadata(input).with_context(|| format!("cannot read {}", input.display()))?;
+        let meta = std::fs::metadata(input).with_context(|| format!("cannot read {}", input.display()))?;
         if meta.is_dir() {
             walk(input, &mut files)?;
         } else {
@@ -175,12 +156,7 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> anyhow::Result<()> {
 }
 
 fn looks_like_capture(path: &Path) -> bool {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().to_ascii_lowercase())
-        .unwrap_or_default();
+    let name = path.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
     let name = name.strip_suffix(".gz").unwrap_or(&name);
-    [".pcap", ".pcapng", ".cap"]
-        .iter()
-        .any(|ext| name.ends_with(ext))
+    [".pcap", ".pcapng", ".cap"].iter().any(|ext| name.ends_with(ext))
 }

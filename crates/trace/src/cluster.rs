@@ -16,11 +16,7 @@ pub const DEFAULT_COVERAGE: f64 = 0.75;
 
 /// Greedy partial set cover of `rates` (non-finite and non-positive values are ignored).
 pub fn rate_clusters(rates: &[f64], width: f64, coverage: f64) -> Vec<Cluster> {
-    let mut sorted: Vec<f64> = rates
-        .iter()
-        .copied()
-        .filter(|r| r.is_finite() && *r > 0.0)
-        .collect();
+    let mut sorted: Vec<f64> = rates.iter().copied().filter(|r| r.is_finite() && *r > 0.0).collect();
     sorted.sort_unstable_by(f64::total_cmp);
     let n = sorted.len();
     let need = (coverage * n as f64).ceil() as usize;
@@ -54,10 +50,7 @@ pub fn rate_clusters(rates: &[f64], width: f64, coverage: f64) -> Vec<Cluster> {
         let (lo, hi) = ranges[best];
         covered[lo..hi].iter_mut().for_each(|c| *c = true);
         done += gain;
-        clusters.push(Cluster {
-            centre: sorted[best],
-            count: gain,
-        });
+        clusters.push(Cluster { centre: sorted[best], count: gain });
     }
     clusters
 }
@@ -89,10 +82,7 @@ mod tests {
     fn dispersed_rates_need_many_clusters() {
         // Geometric spread by 12 % steps: no two rates share a ±5 % cluster.
         let rates: Vec<f64> = (0..40).map(|i| 1e5 * 1.12f64.powi(i)).collect();
-        assert_eq!(
-            rate_clusters(&rates, DEFAULT_WIDTH, DEFAULT_COVERAGE).len(),
-            30
-        );
+        assert_eq!(rate_clusters(&rates, DEFAULT_WIDTH, DEFAULT_COVERAGE).len(), 30);
         assert!(rate_clusters(&[], DEFAULT_WIDTH, DEFAULT_COVERAGE).is_empty());
         assert!(rate_clusters(&[f64::NAN, -1.0], DEFAULT_WIDTH, DEFAULT_COVERAGE).is_empty());
     }

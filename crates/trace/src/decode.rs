@@ -20,10 +20,7 @@ pub mod linktype {
 
 pub fn is_supported_linktype(lt: i32) -> bool {
     use linktype::*;
-    matches!(
-        lt,
-        NULL | ETHERNET | RAW | LOOP | LINUX_SLL | IPV4 | IPV6 | LINUX_SLL2
-    )
+    matches!(lt, NULL | ETHERNET | RAW | LOOP | LINUX_SLL | IPV4 | IPV6 | LINUX_SLL2)
 }
 
 pub const TCP_FIN: u8 = 0x01;
@@ -87,10 +84,7 @@ pub fn decode_frame(linktype: i32, frame: &[u8], orig_len: u32, ts_ns: u64) -> O
             let mut at = 12;
             let mut ethertype = be16(frame, at)?;
             // Stacked 802.1Q / 802.1ad tags: each adds four bytes before the real ethertype.
-            while matches!(
-                ethertype,
-                ETHERTYPE_VLAN | ETHERTYPE_QINQ | ETHERTYPE_VLAN_OLD_QINQ
-            ) {
+            while matches!(ethertype, ETHERTYPE_VLAN | ETHERTYPE_QINQ | ETHERTYPE_VLAN_OLD_QINQ) {
                 at += 4;
                 ethertype = be16(frame, at)?;
             }
@@ -173,14 +167,7 @@ fn decode_ipv6(ip: &[u8], ts_ns: u64) -> Option<TcpPacket> {
     None
 }
 
-fn decode_tcp(
-    tcp: &[u8],
-    src: IpAddr,
-    dst: IpAddr,
-    ip_len: u32,
-    l4_len: u32,
-    ts_ns: u64,
-) -> Option<TcpPacket> {
+fn decode_tcp(tcp: &[u8], src: IpAddr, dst: IpAddr, ip_len: u32, l4_len: u32, ts_ns: u64) -> Option<TcpPacket> {
     let data_off = ((*tcp.get(12)? >> 4) as usize) * 4;
     if data_off < 20 || (data_off as u32) > l4_len {
         return None;

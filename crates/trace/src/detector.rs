@@ -15,10 +15,12 @@
 //!   delayed-ACK timer. Behind a queue, that sample carries the queue the lost packet met, where
 //!   the last ACK received before the loss describes it an RTT earlier. A loss is inflated when
 //!   its sample is ≥ the median, > 1.3 × the segment's smallest RTT, more than two packet times
-//!   (at the estimated rate) above it and ≥ 20 ms; more than 20 % inflated losses rule policing
-//!   out. The paper's tool measures from the 10th percentile; behind a queue that other traffic
-//!   keeps from draining, every sample carries the standing queue, the 10th percentile with them,
-//!   and only the smallest RTT is near the path's.
+//!   (at the estimated rate) above it and ≥ 20 ms; more than 20 % of the losses that have a
+//!   sample rule policing out. In a per-client aggregate, a loss is tied to its own flow's packets
+//!   and samples only (a delayed ACK is one flow's matter). The paper's tool measures from the
+//!   10th percentile; behind a queue that other traffic keeps from draining, every sample carries
+//!   the standing queue, the 10th percentile with them, and only the smallest RTT is near the
+//!   path's.
 //! - Beyond the paper: policed needs ACK trains faster than 1.5 × the estimated rate (a queue's
 //!   output never exceeds its rate; a policer passes its bucket at the sender's line rate).
 //! - Further safeguards: the losses must span at least two median RTTs (a single burst of losses
@@ -163,12 +165,7 @@ impl Judgement {
 }
 
 /// Judges one segment: its data packets in send order, its RTT samples and ACK arrivals.
-pub fn judge(
-    pkts: &[DataPkt],
-    rtts: &[RttSample],
-    acks: &[AckEvent],
-    params: &Params,
-) -> Judgement {
+pub fn judge(pkts: &[DataPkt], rtts: &[RttSample], acks: &[AckEvent], params: &Params) -> Judgement {
     judge_inner(pkts, rtts, acks, params, false)
 }
 
@@ -177,27 +174,13 @@ pub fn judge(
 /// stops filling at its capacity; the paper's uncapped t_p would then predict tokens that never
 /// existed. Here the simulated bucket has a capacity, and the rate and capacity are estimated
 /// together from the judged window (`capped_bucket`).
-pub fn judge_aggregate(
-    pkts: &[DataPkt],
-    rtts: &[RttSample],
-    acks: &[AckEvent],
-    params: &Params,
-) -> Judgement {
+pub fn judge_aggregate(pkts: &[DataPkt], rtts: &[RttSample], acks: &[AckEvent], params: &Params) -> Judgement {
     judge_inner(pkts, rtts, acks, params, true)
 }
 
-fn judge_inner(
-    pkts: &[DataPkt],
-    rtts: &[RttSample],
-    acks: &[AckEvent],
-    params: &Params,
-    capped: bool,
-) -> Judgement {
+fn judge_inner(pkts: &[DataPkt], rtts: &[RttSample], acks: &[AckEvent], params: &Params, capped: bool) -> Judgement {
     let lost: Vec<usize> = (0..pkts.len()).filter(|&i| pkts[i].lost()).collect();
-    let burst_bytes = pkts[..lost.first().copied().unwrap_or(pkts.len())]
-        .iter()
-        .map(|p| p.ip_len as u64)
-        .sum();
+    let burst_bytes = pkts[..lost.first().copied().unwrap_or(pkts.len())].iter().map(|p| p.ip_len as u64).sum();
     let mut rtt_sorted: Vec<u64> = rtts.iter().map(|s| s.rtt_ns).collect();
     rtt_sorted.sort_unstable();
     let median_rtt = percentile(&rtt_sorted, 0.5);
@@ -224,15 +207,7 @@ fn judge_inner(
     let mut by_sent = rtts.to_vec();
     by_sent.sort_by_key(|s| s.sent_ns);
     let burst_bytes_per_sec = j.burst_throughput_bps.map(|b| b / 8.0);
-    let ctx = Context {
-        pkts,
-        by_sent,
-        rtt_med,
-        rtt_min,
-        params,
-        capped,
-        burst_bytes_per_sec,
-    };
+    let ctx = Context { pkts, by_sent, rtt_med, rtt_min, params, capped, burst_bytes_per_sec };
     let first = ctx.run(&lost);
     j.rate_bps = first.rate.map(|r| r * 8.0);
     j.reason = first.reason;
@@ -281,60 +256,44 @@ impl Context<'_> {
         let (t0, t1) = (self.pkts[first].t_ns, self.pkts[last].t_ns);
         let span = t1.saturating_sub(t0);
         if (span as f64) < self.params.min_loss_span_rtts * self.rtt_med as f64 || span == 0 {
-            return PassResult {
-                reason: Reason::SingleLossBurst,
-                rate: None,
-            };
+            return PassResult { reason: Reason::SingleLossBurst, rate: None };
         }
         let window = &self.pkts[first..=last];
         let mtu = window.iter().map(|p| p.ip_len).max().unwrap_or(1500) as f64;
         // Line 1: r = goodput between the first and the last loss.
-        let passed: u64 = window
-            .iter()
-            .filter(|p| !p.lost())
-            .map(|p| p.ip_len as u64)
-            .sum();
+        let passed: u64 = window.iter().filter(|p| !p.lost()).map(|p| p.ip_len as u64).sum();
         let goodput = passed as f64 / (span as f64 * 1e-9);
-        let (rate, cap) = if self.capped {
-            capped_bucket(window, goodput, mtu)
-        } else {
-            (goodput, f64::INFINITY)
-        };
-        let result = |reason| PassResult {
-            reason,
-            rate: Some(rate),
-        };
+        let (rate, cap) = if self.capped { capped_bucket(window, goodput, mtu) } else { (goodput, f64::INFINITY) };
+        let result = |reason| PassResult { reason, rate: Some(rate) };
         // Lines 2-10.
         let mut l_loss = Vec::with_capacity(lost.len());
         let mut l_pass = Vec::with_capacity(window.len());
-        balances(window, rate, cap, |p, available| {
-            if p.lost() {
-                l_loss.push(available)
-            } else {
-                l_pass.push(available)
-            }
-        });
+        balances(
+            window,
+            rate,
+            cap,
+            |p, available| {
+                if p.lost() {
+                    l_loss.push(available)
+                } else {
+                    l_pass.push(available)
+                }
+            },
+        );
         if l_pass.len() < self.params.min_pass_samples {
             return result(Reason::FewPassSamples);
         }
         // Lines 11-12.
-        if mean(&l_loss) >= mean(&l_pass)
-            || median_f(&mut l_loss.clone()) >= median_f(&mut l_pass.clone())
-        {
+        if mean(&l_loss) >= mean(&l_pass) || median_f(&mut l_loss.clone()) >= median_f(&mut l_pass.clone()) {
             return result(Reason::LossesNotBelowPasses);
         }
         // Lines 13-14 with the bands of the module doc.
         let rtt_bytes = rate * self.rtt_med as f64 * 1e-9;
         let floor = self.params.tol_packets * mtu;
-        let (band, below) = (
-            (self.params.loss_band_rtts * rtt_bytes).max(floor),
-            (self.params.pass_floor_rtts * rtt_bytes).max(floor),
-        );
+        let (band, below) =
+            ((self.params.loss_band_rtts * rtt_bytes).max(floor), (self.params.pass_floor_rtts * rtt_bytes).max(floor));
         let centre = median_f(&mut l_loss.clone());
-        let near_zero = l_loss
-            .iter()
-            .filter(|&&a| (a - centre).abs() <= band)
-            .count();
+        let near_zero = l_loss.iter().filter(|&&a| (a - centre).abs() <= band).count();
         if (near_zero as f64) < (1.0 - self.params.n_loss) * l_loss.len() as f64 {
             return result(Reason::LossesWithTokens);
         }
@@ -346,10 +305,7 @@ impl Context<'_> {
         if self.inflated_fraction(lost, rate, mtu) > self.params.max_inflated_fraction {
             return result(Reason::RttInflation);
         }
-        if self
-            .burst_bytes_per_sec
-            .is_some_and(|b| b < self.params.min_burst_over_rate * rate)
-        {
+        if self.burst_bytes_per_sec.is_some_and(|b| b < self.params.min_burst_over_rate * rate) {
             return result(Reason::AcksPacedAtRate);
         }
         result(Reason::Policed)
@@ -363,33 +319,41 @@ impl Context<'_> {
             .max(self.params.inflation_factor * self.rtt_min as f64 + 1.0)
             .max(self.rtt_min as f64 + self.params.inflation_min_packets * one_packet_ns)
             .max(self.params.inflation_min_rtt_ns as f64);
-        // The last packet delivered before a loss is skipped (module doc); in a run of losses
-        // that is the one before the whole run, not the loss just before.
-        let mut last_delivered = None;
+        // The last packet of the lost one's flow delivered before it is skipped (module doc); in a
+        // run of losses that is the one before the whole run, not the loss just before. A delayed
+        // ACK is one flow's matter, so in a per-client aggregate only the flow's own packets and
+        // samples count.
+        let flows = self.pkts.iter().map(|p| p.flow as usize + 1).max().unwrap_or(1);
+        let mut last_delivered: Vec<Option<u64>> = vec![None; flows];
         let mut skip_from = Vec::with_capacity(lost.len());
         let mut next = lost.iter().peekable();
         for (i, p) in self.pkts.iter().enumerate() {
             while next.peek().is_some_and(|&&l| l == i) {
-                skip_from.push(last_delivered.map_or(p.t_ns, |t: u64| t.min(p.t_ns)));
+                skip_from.push(last_delivered[p.flow as usize].map_or(p.t_ns, |t| t.min(p.t_ns)));
                 next.next();
             }
             if !p.lost() {
-                last_delivered = Some(p.t_ns);
+                last_delivered[p.flow as usize] = Some(p.t_ns);
             }
         }
-        let inflated = lost
+        // Losses without a sample of their flow within one median RTT before them say nothing
+        // either way (a 64-byte snaplen leaves no SACK samples), so they are not counted.
+        let tied: Vec<u64> = lost
             .iter()
             .zip(skip_from)
-            .filter(|&(&i, skip_from)| {
-                let sent = self.pkts[i].t_ns;
+            .filter_map(|(&i, skip_from)| {
+                let (sent, flow) = (self.pkts[i].t_ns, self.pkts[i].flow);
                 let before = self.by_sent.partition_point(|s| s.sent_ns < skip_from);
-                before > 0 && {
-                    let s = &self.by_sent[before - 1];
-                    sent.saturating_sub(s.sent_ns) <= self.rtt_med && s.rtt_ns as f64 >= threshold
-                }
+                let s = self.by_sent[..before]
+                    .iter()
+                    .rev()
+                    .take_while(|s| sent.saturating_sub(s.sent_ns) <= self.rtt_med)
+                    .find(|s| s.flow == flow)?;
+                Some(s.rtt_ns)
             })
-            .count();
-        inflated as f64 / lost.len() as f64
+            .collect();
+        let inflated = tied.iter().filter(|&&rtt| rtt as f64 >= threshold).count();
+        inflated as f64 / tied.len().max(1) as f64
     }
 }
 
@@ -546,6 +510,7 @@ mod tests {
             payload: 1448,
             ip_len: 1500,
             flags: if lost { crate::flow::LOST } else { 0 },
+            flow: 0,
         }
     }
 
@@ -562,15 +527,9 @@ mod tests {
         }
         let lost: Vec<usize> = (0..pkts.len()).filter(|&i| pkts[i].lost()).collect();
         let rate = 1.5 * 1500.0 / 0.02;
-        assert_eq!(
-            pattern(&pkts, &lost, rate, 20_000_000, 20_000_000),
-            Pattern::DoublingWindow
-        );
+        assert_eq!(pattern(&pkts, &lost, rate, 20_000_000, 20_000_000), Pattern::DoublingWindow);
         // The same trace with ten times the RTT is no longer near one packet per RTT.
-        assert_ne!(
-            pattern(&pkts, &lost, rate, 200_000_000, 200_000_000),
-            Pattern::DoublingWindow
-        );
+        assert_ne!(pattern(&pkts, &lost, rate, 200_000_000, 200_000_000), Pattern::DoublingWindow);
     }
 
     #[test]
@@ -585,22 +544,10 @@ mod tests {
         }
         let lost: Vec<usize> = (0..pkts.len()).filter(|&i| pkts[i].lost()).collect();
         let rate = 20.0 * 1500.0 / 0.5;
-        assert_eq!(
-            pattern(&pkts, &lost, rate, 100_000_000, 100_000_000),
-            Pattern::Staircase
-        );
+        assert_eq!(pattern(&pkts, &lost, rate, 100_000_000, 100_000_000), Pattern::Staircase);
         // Spread the same packets evenly: a congestion-avoidance-like approach to the rate.
-        let even: Vec<DataPkt> = pkts
-            .iter()
-            .enumerate()
-            .map(|(i, p)| DataPkt {
-                t_ns: i as u64 * 25_000_000,
-                ..*p
-            })
-            .collect();
-        assert_eq!(
-            pattern(&even, &lost, rate, 100_000_000, 100_000_000),
-            Pattern::CongestionAvoidance
-        );
+        let even: Vec<DataPkt> =
+            pkts.iter().enumerate().map(|(i, p)| DataPkt { t_ns: i as u64 * 25_000_000, ..*p }).collect();
+        assert_eq!(pattern(&even, &lost, rate, 100_000_000, 100_000_000), Pattern::CongestionAvoidance);
     }
 }

@@ -42,6 +42,8 @@ pub struct DataPkt {
     /// IP length: the bytes a policer charges for this packet.
     pub ip_len: u32,
     pub flags: u8,
+    /// Which of the merged flows sent it (per-client aggregates; 0 in a single flow's segment).
+    pub flow: u32,
 }
 
 impl DataPkt {
@@ -59,6 +61,8 @@ pub struct RttSample {
     pub t_ns: u64,
     pub sent_ns: u64,
     pub rtt_ns: u64,
+    /// As `DataPkt::flow`.
+    pub flow: u32,
 }
 
 /// A cumulative ACK that advanced, with how many bytes it newly acknowledged.
@@ -158,17 +162,14 @@ impl Dir {
     }
 
     fn pkt_mut(&mut self, idx: u32) -> Option<&mut DataPkt> {
-        idx.checked_sub(self.base)
-            .and_then(|i| self.pkts.get_mut(i as usize))
+        idx.checked_sub(self.base).and_then(|i| self.pkts.get_mut(i as usize))
     }
 
     fn on_data(&mut self, p: &TcpPacket) {
         if self.isn.is_none() {
             self.isn = Some(p.seq);
         }
-        let Some(start) = self.unwrap(p.seq) else {
-            return;
-        };
+        let Some(start) = self.unwrap(p.seq) else { return };
         let end = start + p.payload_len as u64;
         let idx = self.base + self.pkts.len() as u32;
         let mut flags = 0;
@@ -198,14 +199,7 @@ impl Dir {
                     }
                     next => {
                         let hole_end = next.map_or(self.snd_max, |r| r.start).min(end);
-                        self.inflight.insert(
-                            at,
-                            Range {
-                                start: covered,
-                                end: hole_end,
-                                idx,
-                            },
-                        );
+                        self.inflight.insert(at, Range { start: covered, end: hole_end, idx });
                         covered = hole_end;
                         at += 1;
                     }
@@ -214,27 +208,15 @@ impl Dir {
         }
         if end > self.snd_max {
             let new_from = start.max(self.snd_max);
-            self.inflight.push_back(Range {
-                start: new_from,
-                end,
-                idx,
-            });
+            self.inflight.push_back(Range { start: new_from, end, idx });
             self.snd_max = end;
         }
-        self.pkts.push(DataPkt {
-            t_ns: p.ts_ns,
-            seq: start,
-            payload: p.payload_len,
-            ip_len: p.ip_len,
-            flags,
-        });
+        self.pkts.push(DataPkt { t_ns: p.ts_ns, seq: start, payload: p.payload_len, ip_len: p.ip_len, flags, flow: 0 });
         self.prev_tx.push(prev);
     }
 
     fn on_ack(&mut self, p: &TcpPacket) {
-        let Some(ack) = self.unwrap(p.ack) else {
-            return;
-        };
+        let Some(ack) = self.unwrap(p.ack) else { return };
         // While a hole is open the cumulative ACK waits for its repair, so an ACK that closes it
         // measures the recovery, not the path: Karn's rule extended to SACK recovery.
         let clean = self.cum_ack >= self.sack_high;
@@ -278,10 +260,7 @@ impl Dir {
                 self.sample_rtt(r.idx, p.ts_ns);
             }
             if !self.pkts.is_empty() {
-                self.acks.push(AckEvent {
-                    t_ns: p.ts_ns,
-                    bytes: acked,
-                });
+                self.acks.push(AckEvent { t_ns: p.ts_ns, bytes: acked });
             }
         }
         self.check_dsack(p, ack);
@@ -295,11 +274,7 @@ impl Dir {
         }
         pkt.flags |= RTT_SAMPLED;
         let sent_ns = pkt.t_ns;
-        self.rtts.push(RttSample {
-            t_ns: ack_ns,
-            sent_ns,
-            rtt_ns: ack_ns - sent_ns,
-        });
+        self.rtts.push(RttSample { t_ns: ack_ns, sent_ns, rtt_ns: ack_ns - sent_ns, flow: 0 });
     }
 
     fn prev_of(&self, idx: u32) -> u32 {
@@ -312,12 +287,8 @@ impl Dir {
     /// inside the second block.
     fn check_dsack(&mut self, p: &TcpPacket, ack: u64) {
         let blocks = p.sack_blocks();
-        let Some(&(l, r)) = blocks.first() else {
-            return;
-        };
-        let (Some(l), Some(r)) = (self.unwrap(l), self.unwrap(r)) else {
-            return;
-        };
+        let Some(&(l, r)) = blocks.first() else { return };
+        let (Some(l), Some(r)) = (self.unwrap(l), self.unwrap(r)) else { return };
         let inside_second = blocks
             .get(1)
             .and_then(|&(l2, r2)| Some((self.unwrap(l2)?, self.unwrap(r2)?)))
@@ -351,12 +322,7 @@ impl Dir {
         }
         self.base += self.pkts.len() as u32;
         self.prev_tx.clear();
-        let seg = (
-            self.segment,
-            std::mem::take(&mut self.pkts),
-            std::mem::take(&mut self.rtts),
-            std::mem::take(&mut self.acks),
-        );
+        let seg = (self.segment, std::mem::take(&mut self.pkts), std::mem::take(&mut self.rtts), std::mem::take(&mut self.acks));
         self.segment += 1;
         Some(seg)
     }
@@ -377,15 +343,7 @@ impl Conn {
                 Some(_) => Direction::ServerToClient,
                 None => Direction::Unknown,
             };
-            out(Segment {
-                sender: self.ends[d],
-                receiver: self.ends[1 - d],
-                direction,
-                index,
-                packets,
-                rtts,
-                acks,
-            });
+            out(Segment { sender: self.ends[d], receiver: self.ends[1 - d], direction, index, packets, rtts, acks });
         }
     }
 }
@@ -402,14 +360,8 @@ impl Tracker {
     }
 
     pub fn push(&mut self, p: &TcpPacket, out: &mut dyn FnMut(Segment)) {
-        let a = Endpoint {
-            addr: p.src,
-            port: p.sport,
-        };
-        let b = Endpoint {
-            addr: p.dst,
-            port: p.dport,
-        };
+        let a = Endpoint { addr: p.src, port: p.sport };
+        let b = Endpoint { addr: p.dst, port: p.dport };
         let key = if a <= b { (a, b) } else { (b, a) };
         let conn = self.conns.entry(key).or_insert_with(|| Conn {
             ends: [key.0, key.1],

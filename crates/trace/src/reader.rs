@@ -153,27 +153,15 @@ fn read_inner(
                         if !is_supported_linktype(lt) {
                             return Err(ReadError::UnsupportedLinktype(lt));
                         }
-                        let units = if h.is_nanosecond_precision() {
-                            1_000_000_000
-                        } else {
-                            1_000_000
-                        };
-                        legacy = Some(Interface {
-                            linktype: lt,
-                            units_per_sec: units,
-                            offset_secs: 0,
-                        });
+                        let units = if h.is_nanosecond_precision() { 1_000_000_000 } else { 1_000_000 };
+                        legacy = Some(Interface { linktype: lt, units_per_sec: units, offset_secs: 0 });
                     }
                     PcapBlockOwned::Legacy(b) => {
                         stats.frames += 1;
-                        let Some(iface) = legacy else {
-                            return Err(ReadError::Corrupt(reader.consumed()));
-                        };
+                        let Some(iface) = legacy else { return Err(ReadError::Corrupt(reader.consumed())) };
                         let ts = b.ts_sec as u64 * iface.units_per_sec + b.ts_usec as u64;
                         let data = &b.data[..(b.caplen as usize).min(b.data.len())];
-                        if let Some(p) =
-                            decode_frame(iface.linktype, data, b.origlen, to_ns(ts, &iface))
-                        {
+                        if let Some(p) = decode_frame(iface.linktype, data, b.origlen, to_ns(ts, &iface)) {
                             stats.tcp += 1;
                             on_tcp(&p);
                         }
@@ -192,12 +180,7 @@ fn read_inner(
                             Some(iface) if is_supported_linktype(iface.linktype) => {
                                 let ts = ((epb.ts_high as u64) << 32) | epb.ts_low as u64;
                                 let data = &epb.data[..(epb.caplen as usize).min(epb.data.len())];
-                                if let Some(p) = decode_frame(
-                                    iface.linktype,
-                                    data,
-                                    epb.origlen,
-                                    to_ns(ts, iface),
-                                ) {
+                                if let Some(p) = decode_frame(iface.linktype, data, epb.origlen, to_ns(ts, iface)) {
                                     stats.tcp += 1;
                                     on_tcp(&p);
                                 }
@@ -252,9 +235,6 @@ fn read_inner(
 pub fn read_file(path: &Path, on_tcp: impl FnMut(&TcpPacket)) -> ReadOutcome {
     match open(path) {
         Ok(r) => read_tcp(r, on_tcp),
-        Err(e) => ReadOutcome {
-            stats: ReadStats::default(),
-            error: Some(e),
-        },
+        Err(e) => ReadOutcome { stats: ReadStats::default(), error: Some(e) },
     }
 }

@@ -203,9 +203,7 @@ pub fn generate(sc: &Scenario) -> Trace {
         _ => (sc.line_rate, u64::MAX),
     };
     let policer = match sc.path {
-        Path::Policer { rate, burst } => {
-            Some(TokenBucket::new(&TokenBucketConfig::new(rate, burst)))
-        }
+        Path::Policer { rate, burst } => Some(TokenBucket::new(&TokenBucketConfig::new(rate, burst))),
         _ => None,
     };
     let chunk_pkts = sc.chunk_bytes.div_ceil(sc.mss as u64) as u32;
@@ -214,16 +212,9 @@ pub fn generate(sc: &Scenario) -> Trace {
         .map(|i| {
             let captured = i < sc.flows;
             let bulk = !captured && sc.cross_bulk;
-            let (chunks, chunk_pkts) = if bulk {
-                (1, chunk_pkts * sc.chunks * BULK_FACTOR)
-            } else {
-                (sc.chunks, chunk_pkts)
-            };
-            let host = if captured && sc.same_client {
-                2
-            } else {
-                2 + i as u8
-            };
+            let (chunks, chunk_pkts) =
+                if bulk { (1, chunk_pkts * sc.chunks * BULK_FACTOR) } else { (sc.chunks, chunk_pkts) };
+            let host = if captured && sc.same_client { 2 } else { 2 + i as u8 };
             Flow {
                 captured,
                 client: IpAddr::V4(Ipv4Addr::new(10, 0, 1, host)),
@@ -273,20 +264,12 @@ pub fn generate(sc: &Scenario) -> Trace {
         link_bytes: 0,
         link_cap,
         link_busy: false,
-        out: Trace {
-            packets: Vec::new(),
-            drops: 0,
-            data_sent: 0,
-        },
+        out: Trace { packets: Vec::new(), drops: 0, data_sent: 0 },
     };
     for f in 0..total {
         let bulk = f >= sc.flows && sc.cross_bulk;
         let lead = if sc.cross_bulk { BULK_LEAD_NS } else { 0 };
-        let start = if bulk {
-            (f - sc.flows) as u64 * sc.stagger_ns
-        } else {
-            lead + f as u64 * sc.stagger_ns
-        };
+        let start = if bulk { (f - sc.flows) as u64 * sc.stagger_ns } else { lead + f as u64 * sc.stagger_ns };
         sim.handshake(f, start);
         sim.at(start + sc.rtt_ns, Ev::ClientRequest(f));
     }
@@ -384,9 +367,7 @@ impl Sim {
                     self.send_ack(f, fl.rcv_nxt, [(0, 0); 3], 0, false);
                 }
             }
-            Ev::Ack(f, cum, sack, count, dsack) => {
-                self.on_ack(f, cum, &sack[..count as usize], dsack)
-            }
+            Ev::Ack(f, cum, sack, count, dsack) => self.on_ack(f, cum, &sack[..count as usize], dsack),
             Ev::ClientRequest(f) => {
                 let fl = &mut self.flows[f as usize];
                 if fl.chunks_left == 0 {
@@ -400,9 +381,7 @@ impl Sim {
                 let mut req = self.tcp(f, false, self.now);
                 let fl = &mut self.flows[f as usize];
                 req.seq = Self::client_isn(f).wrapping_add(1 + fl.requests * REQUEST_LEN);
-                req.ack = Self::server_isn(f)
-                    .wrapping_add(1)
-                    .wrapping_add(fl.rcv_nxt.wrapping_mul(self.sc.mss));
+                req.ack = Self::server_isn(f).wrapping_add(1).wrapping_add(fl.rcv_nxt.wrapping_mul(self.sc.mss));
                 req.payload_len = REQUEST_LEN;
                 req.ip_len = HEADER + REQUEST_LEN;
                 fl.requests += 1;
@@ -421,11 +400,7 @@ impl Sim {
     }
 
     fn rto_of(fl: &Flow) -> u64 {
-        let base = if fl.srtt == 0.0 {
-            1e9
-        } else {
-            fl.srtt + 4.0 * fl.rttvar
-        };
+        let base = if fl.srtt == 0.0 { 1e9 } else { fl.srtt + 4.0 * fl.rttvar };
         ((base as u64).max(MIN_RTO) * fl.backoff as u64).min(MAX_RTO)
     }
 
@@ -476,9 +451,7 @@ impl Sim {
         let ip_len = HEADER + self.sc.mss;
         let mut p = self.tcp(f, true, self.now);
         let fl = &self.flows[f as usize];
-        p.seq = Self::server_isn(f)
-            .wrapping_add(1)
-            .wrapping_add(n.wrapping_mul(self.sc.mss));
+        p.seq = Self::server_isn(f).wrapping_add(1).wrapping_add(n.wrapping_mul(self.sc.mss));
         p.ack = Self::client_isn(f).wrapping_add(1 + fl.requests * REQUEST_LEN);
         p.payload_len = self.sc.mss;
         p.ip_len = ip_len;
@@ -502,18 +475,8 @@ impl Sim {
         let len = HEADER + self.sc.mss;
         let pass = match self.sc.path {
             Path::Policer { .. } => {
-                let pkt = Packet {
-                    id: 0,
-                    len,
-                    flow: f as u64,
-                    class: 0,
-                    aggregate: 0,
-                };
-                self.policer
-                    .as_mut()
-                    .expect("policer path")
-                    .on_arrival(Instant(self.now), &pkt)
-                    .is_pass()
+                let pkt = Packet { id: 0, len, flow: f as u64, class: 0, aggregate: 0 };
+                self.policer.as_mut().expect("policer path").on_arrival(Instant(self.now), &pkt).is_pass()
             }
             Path::RandomLoss { p } => self.rng.gen::<f64>() >= p,
             Path::DropTail { .. } => true,
@@ -631,10 +594,7 @@ impl Sim {
             let base = Self::server_isn(f).wrapping_add(1);
             p.ack = base.wrapping_add(cum.wrapping_mul(mss));
             for (i, &(l, r)) in sack.iter().enumerate() {
-                p.sack[i] = (
-                    base.wrapping_add(l.wrapping_mul(mss)),
-                    base.wrapping_add(r.wrapping_mul(mss)),
-                );
+                p.sack[i] = (base.wrapping_add(l.wrapping_mul(mss)), base.wrapping_add(r.wrapping_mul(mss)));
             }
             p.sack_count = sack.len() as u8;
             p.ip_len = crate::writer::header_len(false, p.sack_count);
@@ -691,11 +651,7 @@ impl Sim {
         fl.rack_xmit = fl.rack_xmit.max(rack);
         // RACK: anything sent before a delivered packet (by more than the reordering window,
         // a quarter of min RTT outside recovery) is lost.
-        let reo = if fl.in_recovery {
-            0
-        } else {
-            fl.min_rtt.min(1_000_000_000) / 4
-        };
+        let reo = if fl.in_recovery { 0 } else { fl.min_rtt.min(1_000_000_000) / 4 };
         let mut newly_lost = false;
         for i in fl.una..fl.nxt {
             let s = &mut fl.tx[i as usize];

@@ -32,11 +32,7 @@ impl Link {
 /// sends), and a SACK option with up to three blocks. Callers set `ip_len` to this + payload.
 pub fn header_len(ipv6: bool, sack_count: u8) -> u32 {
     let ip = if ipv6 { 40 } else { 20 };
-    let sack = if sack_count > 0 {
-        4 + 8 * sack_count.min(3) as u32
-    } else {
-        0
-    };
+    let sack = if sack_count > 0 { 4 + 8 * sack_count.min(3) as u32 } else { 0 };
     ip + 20 + 12 + sack
 }
 
@@ -65,8 +61,7 @@ pub fn build_frame(link: Link, pkt: &TcpPacket) -> (Vec<u8>, u32) {
     }
     let l2 = f.len() as u32;
     let blocks = &pkt.sack_blocks()[..pkt.sack_count.min(3) as usize];
-    let tcp_hdr = (header_len(pkt.src.is_ipv6(), pkt.sack_count)
-        - if pkt.src.is_ipv6() { 40 } else { 20 }) as usize;
+    let tcp_hdr = (header_len(pkt.src.is_ipv6(), pkt.sack_count) - if pkt.src.is_ipv6() { 40 } else { 20 }) as usize;
     match (pkt.src, pkt.dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
             f.extend_from_slice(&[0x45, 0]);
@@ -128,10 +123,8 @@ impl<W: Write> PcapWriter<W> {
     pub fn write(&mut self, pkt: &TcpPacket) -> io::Result<()> {
         let (frame, wire) = build_frame(self.link, pkt);
         let cap = (frame.len() as u32).min(self.snaplen).min(wire);
-        self.out
-            .write_all(&((pkt.ts_ns / 1_000_000_000) as u32).to_le_bytes())?;
-        self.out
-            .write_all(&((pkt.ts_ns % 1_000_000_000) as u32).to_le_bytes())?;
+        self.out.write_all(&((pkt.ts_ns / 1_000_000_000) as u32).to_le_bytes())?;
+        self.out.write_all(&((pkt.ts_ns % 1_000_000_000) as u32).to_le_bytes())?;
         self.out.write_all(&cap.to_le_bytes())?;
         self.out.write_all(&wire.to_le_bytes())?;
         self.out.write_all(&frame[..cap as usize])
@@ -186,8 +179,7 @@ impl<W: Write> PcapNgWriter<W> {
         self.out.write_all(&6u32.to_le_bytes())?;
         self.out.write_all(&block_len.to_le_bytes())?;
         self.out.write_all(&0u32.to_le_bytes())?;
-        self.out
-            .write_all(&((pkt.ts_ns >> 32) as u32).to_le_bytes())?;
+        self.out.write_all(&((pkt.ts_ns >> 32) as u32).to_le_bytes())?;
         self.out.write_all(&(pkt.ts_ns as u32).to_le_bytes())?;
         self.out.write_all(&(cap as u32).to_le_bytes())?;
         self.out.write_all(&wire.to_le_bytes())?;

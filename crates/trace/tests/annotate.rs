@@ -18,11 +18,7 @@ impl Script {
     fn base(&self, from_server: bool) -> TcpPacket {
         let s: IpAddr = "192.0.2.1".parse().unwrap();
         let c: IpAddr = "198.51.100.7".parse().unwrap();
-        let (src, dst, sport, dport) = if from_server {
-            (s, c, 80, 5555)
-        } else {
-            (c, s, 5555, 80)
-        };
+        let (src, dst, sport, dport) = if from_server { (s, c, 80, 5555) } else { (c, s, 5555, 80) };
         TcpPacket {
             ts_ns: self.t,
             src,
@@ -95,10 +91,7 @@ impl Script {
 }
 
 fn script() -> Script {
-    Script {
-        t: 0,
-        pkts: Vec::new(),
-    }
+    Script { t: 0, pkts: Vec::new() }
 }
 
 #[test]
@@ -149,54 +142,27 @@ fn karn_rule_skips_ambiguous_rtt_samples() {
     s.at(220).ack(4, &[]); // closes the hole: would measure 220 ms for packet 3 (and 100 for the repair)
     s.at(221).ack(4, &[(2, 4)]); // a repeated report gives no second sample
     let segs = s.segments();
-    let rtts: Vec<(u64, u64)> = segs[0]
-        .rtts
-        .iter()
-        .map(|r| (r.sent_ns / 1_000_000, r.rtt_ns / 1_000_000))
-        .collect();
+    let rtts: Vec<(u64, u64)> = segs[0].rtts.iter().map(|r| (r.sent_ns / 1_000_000, r.rtt_ns / 1_000_000)).collect();
     assert_eq!(rtts, [(0, 100), (0, 101), (0, 102)]);
 }
 
 #[test]
 fn requests_cut_segments() {
     let mut s = script();
-    s.handshake()
-        .at(1)
-        .request(0)
-        .at(2)
-        .data(0)
-        .data(1)
-        .at(50)
-        .ack(2, &[]);
-    s.at(1000)
-        .request(1)
-        .at(1001)
-        .data(2)
-        .data(3)
-        .data(4)
-        .at(1050)
-        .ack(5, &[]);
+    s.handshake().at(1).request(0).at(2).data(0).data(1).at(50).ack(2, &[]);
+    s.at(1000).request(1).at(1001).data(2).data(3).data(4).at(1050).ack(5, &[]);
     let segs = s.segments();
     assert_eq!(segs.len(), 2);
     assert_eq!((segs[0].index, segs[0].packets.len()), (0, 2));
     assert_eq!((segs[1].index, segs[1].packets.len()), (1, 3));
-    assert_eq!(
-        segs[1].acks.iter().map(|a| a.bytes).sum::<u64>(),
-        3 * MSS as u64
-    );
+    assert_eq!(segs[1].acks.iter().map(|a| a.bytes).sum::<u64>(), 3 * MSS as u64);
 }
 
 #[test]
 fn annotated_losses_match_what_the_path_dropped() {
     for path in [
-        Path::Policer {
-            rate: Rate::from_mbps(1.5),
-            burst: 100_000,
-        },
-        Path::DropTail {
-            rate: Rate::from_mbps(3.0),
-            queue: 32_000,
-        },
+        Path::Policer { rate: Rate::from_mbps(1.5), burst: 100_000 },
+        Path::DropTail { rate: Rate::from_mbps(3.0), queue: 32_000 },
         Path::RandomLoss { p: 0.02 },
     ] {
         let mut sc = Scenario::new(path, 11);
@@ -210,11 +176,7 @@ fn annotated_losses_match_what_the_path_dropped() {
         assert!(outcome.error.is_none());
         tr.finish(&mut |s| segs.push(s));
         segs.retain(|s| s.direction == Direction::ServerToClient);
-        let lost: usize = segs
-            .iter()
-            .flat_map(|s| &s.packets)
-            .filter(|p| p.lost())
-            .count();
+        let lost: usize = segs.iter().flat_map(|s| &s.packets).filter(|p| p.lost()).count();
         let data: usize = segs.iter().map(|s| s.packets.len()).sum();
         assert!(trace.drops > 15, "{path:?}: the scenario must lose packets");
         assert_eq!(lost as u64, trace.drops, "{path:?}");
@@ -235,23 +197,11 @@ fn a_capture_record_written_out_of_order_is_an_original_not_a_retransmission() {
     s.t = 1_000_000;
     s.data(0);
     s.at(2).data(2).data(3);
-    s.at(50)
-        .ack(0, &[(1, 2)])
-        .ack(0, &[(1, 3)])
-        .ack(0, &[(1, 4)]);
+    s.at(50).ack(0, &[(1, 2)]).ack(0, &[(1, 3)]).ack(0, &[(1, 4)]);
     s.at(60).data(0); // fast retransmit of packet 0
     s.at(110).ack(4, &[]);
     let p = &s.segments()[0].packets;
     let flags: Vec<(bool, bool)> = p.iter().map(|x| (x.retransmission(), x.lost())).collect();
     // records: 1, 0, 2, 3, 0 (repair)
-    assert_eq!(
-        flags,
-        [
-            (false, false),
-            (false, true),
-            (false, false),
-            (false, false),
-            (true, false)
-        ]
-    );
+    assert_eq!(flags, [(false, false), (false, true), (false, false), (false, false), (true, false)]);
 }

@@ -11,10 +11,7 @@ use std::net::IpAddr;
 
 fn sample_packets(v6: bool) -> Vec<TcpPacket> {
     let (a, b): (IpAddr, IpAddr) = if v6 {
-        (
-            "2001:db8::1".parse().unwrap(),
-            "2001:db8::2".parse().unwrap(),
-        )
+        ("2001:db8::1".parse().unwrap(), "2001:db8::2".parse().unwrap())
     } else {
         ("10.0.0.1".parse().unwrap(), "10.0.1.2".parse().unwrap())
     };
@@ -57,24 +54,14 @@ fn read_all(bytes: &[u8]) -> (Vec<TcpPacket>, ratekit_trace::ReadOutcome) {
 
 #[test]
 fn every_link_type_and_format_round_trips() {
-    for link in [
-        Link::Ethernet,
-        Link::Vlan,
-        Link::LinuxSll,
-        Link::LinuxSll2,
-        Link::RawIp,
-    ] {
+    for link in [Link::Ethernet, Link::Vlan, Link::LinuxSll, Link::LinuxSll2, Link::RawIp] {
         for v6 in [false, true] {
             for ng in [false, true] {
                 let pkts = sample_packets(v6);
                 // snaplen 96 cuts IPv6 + SACK headers: lengths must still come from the IP header.
                 let bytes = pcap(link, &pkts, ng, 96);
                 let (got, outcome) = read_all(&bytes);
-                assert!(
-                    outcome.error.is_none(),
-                    "{link:?} v6={v6} ng={ng}: {:?}",
-                    outcome.error
-                );
+                assert!(outcome.error.is_none(), "{link:?} v6={v6} ng={ng}: {:?}", outcome.error);
                 assert_eq!(outcome.stats.frames, pkts.len() as u64);
                 assert_eq!(got.len(), pkts.len(), "{link:?} v6={v6} ng={ng}");
                 for (g, p) in got.iter().zip(&pkts) {
@@ -82,17 +69,11 @@ fn every_link_type_and_format_round_trips() {
                     if g.sack_count < p.sack_count {
                         // Options beyond the snaplen are lost; what was captured must match.
                         want.sack_count = g.sack_count;
-                        want.sack[g.sack_count as usize..]
-                            .iter_mut()
-                            .for_each(|s| *s = (0, 0));
+                        want.sack[g.sack_count as usize..].iter_mut().for_each(|s| *s = (0, 0));
                     }
                     let mut got = *g;
-                    got.sack[got.sack_count as usize..]
-                        .iter_mut()
-                        .for_each(|s| *s = (0, 0));
-                    want.sack[want.sack_count as usize..]
-                        .iter_mut()
-                        .for_each(|s| *s = (0, 0));
+                    got.sack[got.sack_count as usize..].iter_mut().for_each(|s| *s = (0, 0));
+                    want.sack[want.sack_count as usize..].iter_mut().for_each(|s| *s = (0, 0));
                     assert_eq!(got, want, "{link:?} v6={v6} ng={ng}");
                 }
             }
@@ -136,11 +117,7 @@ fn bad_files_are_errors_with_partial_results() {
     let cut = offsets[20] + 40;
     let (got, o) = read_all(&good[..cut]);
     assert_eq!(got.len(), 20);
-    assert!(
-        matches!(o.error, Some(ReadError::Truncated(_))),
-        "{:?}",
-        o.error
-    );
+    assert!(matches!(o.error, Some(ReadError::Truncated(_))), "{:?}", o.error);
     // An absurd captured length in record 3.
     let mut absurd = good.clone();
     let at = offsets[2] + 8;
@@ -153,11 +130,7 @@ fn bad_files_are_errors_with_partial_results() {
     unknown[20..24].copy_from_slice(&147u32.to_le_bytes());
     let (got, o) = read_all(&unknown);
     assert!(got.is_empty());
-    assert!(
-        matches!(o.error, Some(ReadError::UnsupportedLinktype(147))),
-        "{:?}",
-        o.error
-    );
+    assert!(matches!(o.error, Some(ReadError::UnsupportedLinktype(147))), "{:?}", o.error);
 }
 
 #[test]
