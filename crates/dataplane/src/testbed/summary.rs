@@ -45,7 +45,7 @@ pub fn build(
                 id: f.id,
                 aggregate: f.aggregate,
                 cc: if f.app.is_udp() { "udp" } else { f.cc.as_str() }.to_string(),
-                rtt_ms: f.rtt.as_secs_f64() * 1e3,
+                rtt_ms: millis(f.rtt),
                 mean_goodput_bps: if end > start { delivered as f64 * 8.0 / (end - start) } else { 0.0 },
                 fct_s: completed.then(|| end - start),
                 completed: finite.then_some(completed),
@@ -104,7 +104,7 @@ pub fn build(
             let sent: u64 = tcp.iter().map(|t| t.data_segs_out).sum();
             let retransmitted: u64 = tcp.iter().map(|t| t.retransmits).sum();
             RttClass {
-                rtt_ms: rtt.as_secs_f64() * 1e3,
+                rtt_ms: millis(*rtt),
                 sender: super::sender_addr(c).to_string(),
                 flows: members.len(),
                 mean_goodput_bps: goodput / members.len() as f64,
@@ -133,6 +133,11 @@ pub fn build(
         aggregates,
         engine: None,
     }
+}
+
+/// In ms without the rounding error of seconds × 1e3 (60 ms, not 60.00000000000001).
+fn millis(d: ratekit_core::Duration) -> f64 {
+    d.0 as f64 / 1e6
 }
 
 /// Writes summary.json and windows.csv atomically (temporary file, then rename).
