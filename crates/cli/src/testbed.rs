@@ -20,7 +20,7 @@ enum Action {
         /// "middlebox", "tc", "tbf" or "htb"; pcap = true for a sender-side capture). Keys of the
         /// simulated path (link_rate, buffer, host_rate, secondary, start_jitter) are ignored; what
         /// the testbed cannot run (a cc other than cubic/reno/bbr, lognormal or Pareto apps, stop,
-        /// via, customer, pacing, several RTTs) is an error naming the field.
+        /// via, customer, pacing, more than 9 distinct RTTs) is an error naming the field.
         scenario: PathBuf,
         /// Output directory.
         #[arg(long)]

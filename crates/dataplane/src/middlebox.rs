@@ -46,9 +46,11 @@ pub fn run(in_if: &str, out_if: &str, cfg: PipelineConfig, stop: &AtomicBool) ->
     let start = monotonic_now();
     let mut send_errors = 0u64;
     while !stop.load(Ordering::Relaxed) {
-        let now = monotonic_now();
+        // Each frame is stamped as it is read: a batch can outlast a preemption on a busy
+        // machine, and a stamp from before the batch released its late frames early (measured:
+        // TCP min_rtt 9.4 ms on a 10 ms path with 100 flows on 2 cores).
         for (i, dir) in [(0, Dir::Forward), (1, Dir::Reverse)] {
-            socks[i].recv_batch(256, |f| pipeline.on_frame(now, dir, f.to_vec()));
+            socks[i].recv_batch(256, |f| pipeline.on_frame(monotonic_now(), dir, f.to_vec()));
         }
         let now = monotonic_now();
         let [a, b] = &socks;

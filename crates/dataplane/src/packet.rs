@@ -87,6 +87,22 @@ pub fn parse(frame: &[u8], s: &Settings) -> Option<Parsed> {
     Some(Parsed { pkt, agg })
 }
 
+/// The (source, destination) addresses of an IPv4 or IPv6 frame.
+pub fn endpoints(frame: &[u8]) -> Option<(IpAddr, IpAddr)> {
+    let ip = frame.get(14..)?;
+    match u16::from_be_bytes(frame.get(12..14)?.try_into().ok()?) {
+        ETH_P_IP => {
+            let a = |at: usize| -> Option<IpAddr> { Some(<[u8; 4]>::try_from(ip.get(at..at + 4)?).ok()?.into()) };
+            Some((a(12)?, a(16)?))
+        }
+        ETH_P_IPV6 => {
+            let a = |at: usize| -> Option<IpAddr> { Some(<[u8; 16]>::try_from(ip.get(at..at + 16)?).ok()?.into()) };
+            Some((a(8)?, a(24)?))
+        }
+        _ => None,
+    }
+}
+
 /// Builds an Ethernet frame carrying an IPv4 or IPv6 TCP/UDP packet of IP length `len`
 /// (at least the headers), for tests and the conformance vectors. Checksums are left zero:
 /// the policers never read them.

@@ -1,6 +1,9 @@
 //! The middlebox's packet path without the sockets (so it is tested with virtual time): random
 //! loss, then the enforcer (any ratekit-core enforcer, one instance per aggregate), then a
 //! delay line, in the forward direction; delay only in the reverse direction (ACKs).
+//! Hosts on the input side may have delays of their own (`host_delays`), as clients at
+//! different distances do: a host's frames wait its delay in both directions (forward by
+//! source address, reverse by destination), so its RTT is twice that whatever the others'.
 //!
 //! Queueing enforcers hold packets; each aggregate drains its enforcer onto its own link of
 //! `link_rate` (as in `ratekit sim`), or whenever the enforcer releases a packet if no link rate
@@ -14,6 +17,7 @@ use rand_chacha::ChaCha8Rng;
 use ratekit_core::{Duration, EnforcerConfig, Instant, Rate};
 use ratekit_lab::driver::{AggregateDriver, Decision, DriverFactory, Outcome};
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::IpAddr;
 
 /// Forward (in → out, enforced) and reverse (out → in, delay only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +32,8 @@ pub struct PipelineConfig {
     pub settings: Settings,
     /// One-way delay added in each direction.
     pub delay: Duration,
+    /// One-way delays in place of `delay` for hosts on the input side.
+    pub host_delays: Vec<(IpAddr, Duration)>,
     /// Bernoulli loss probability in the forward direction (before the enforcer).
     pub loss: f64,
     pub seed: u64,
@@ -45,6 +51,7 @@ impl Default for PipelineConfig {
             enforcer: None,
             settings: Settings { match_dst: 1, prefix4: 32, prefix6: 128, test_clock: 0 },
             delay: Duration::ZERO,
+            host_delays: Vec::new(),
             loss: 0.0,
             seed: 1,
             link_rate: None,
@@ -100,6 +107,19 @@ impl Agg {
     }
 }
 
+/// Frames waiting one fixed delay, in each direction: every frame waits as long, so each
+/// direction is a FIFO ordered by due time.
+struct DelayLine {
+    delay: Duration,
+    frames: [VecDeque<(Instant, Vec<u8>)>; 2],
+}
+
+impl DelayLine {
+    fn new(delay: Duration) -> Self {
+        DelayLine { delay, frames: [VecDeque::new(), VecDeque::new()] }
+    }
+}
+
 pub struct Pipeline {
     cfg: PipelineConfig,
     rng: ChaCha8Rng,
@@ -108,7 +128,9 @@ pub struct Pipeline {
     held: HashMap<u64, Vec<u8>>,
     held_bytes: u64,
     next_id: u64,
-    lines: [VecDeque<(Instant, Vec<u8>)>; 2],
+    lines: Vec<DelayLine>,
+    /// Index into `lines` of each host with a delay of its own (line 0 has `delay`).
+    line_of: HashMap<IpAddr, usize>,
     delayed_bytes: u64,
     decided: Vec<Decision>,
     pub stats: PipelineStats,
@@ -120,6 +142,18 @@ impl Pipeline {
         if !(0.0..=1.0).contains(&cfg.loss) {
             return Err(ratekit_core::ConfigError::new("loss", "must be a probability in [0, 1]"));
         }
+        let mut lines = vec![DelayLine::new(cfg.delay)];
+        let mut line_of = HashMap::new();
+        for &(host, delay) in &cfg.host_delays {
+            let i = match lines.iter().position(|l| l.delay == delay) {
+                Some(i) => i,
+                None => {
+                    lines.push(DelayLine::new(delay));
+                    lines.len() - 1
+                }
+            };
+            line_of.insert(host, i);
+        }
         Ok(Pipeline {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             factory,
@@ -128,7 +162,8 @@ impl Pipeline {
             held: HashMap::new(),
             held_bytes: 0,
             next_id: 0,
-            lines: [VecDeque::new(), VecDeque::new()],
+            lines,
+            line_of,
             delayed_bytes: 0,
             decided: Vec::new(),
             stats: PipelineStats::default(),
@@ -146,7 +181,15 @@ impl Pipeline {
             return;
         }
         self.delayed_bytes += len;
-        self.lines[dir as usize].push_back((now + self.cfg.delay, frame));
+        let line = match crate::packet::endpoints(&frame) {
+            Some((src, dst)) if !self.line_of.is_empty() => {
+                let host = if dir == Dir::Forward { src } else { dst };
+                self.line_of.get(&host).copied().unwrap_or(0)
+            }
+            _ => 0,
+        };
+        let line = &mut self.lines[line];
+        line.frames[dir as usize].push_back((now + line.delay, frame));
     }
 
     /// A frame arrived at `now` travelling in `dir`.
@@ -216,19 +259,22 @@ impl Pipeline {
             self.aggs.get_mut(&key).unwrap().driver.wake(now, &mut self.decided);
             self.release(now);
         }
-        for dir in [Dir::Forward, Dir::Reverse] {
-            while self.lines[dir as usize].front().is_some_and(|(due, _)| *due <= now) {
-                let (_, frame) = self.lines[dir as usize].pop_front().unwrap();
-                self.delayed_bytes -= frame.len() as u64;
-                self.stats.sent[dir as usize] += 1;
-                send(dir, &frame);
+        for line in &mut self.lines {
+            for dir in [Dir::Forward, Dir::Reverse] {
+                let frames = &mut line.frames[dir as usize];
+                while frames.front().is_some_and(|(due, _)| *due <= now) {
+                    let (_, frame) = frames.pop_front().unwrap();
+                    self.delayed_bytes -= frame.len() as u64;
+                    self.stats.sent[dir as usize] += 1;
+                    send(dir, &frame);
+                }
             }
         }
     }
 
     /// The next time `poll` has something to do, if anything is pending.
     pub fn next_deadline(&self) -> Option<Instant> {
-        let lines = self.lines.iter().filter_map(|l| l.front().map(|(t, _)| *t));
+        let lines = self.lines.iter().flat_map(|l| &l.frames).filter_map(|f| f.front().map(|(t, _)| *t));
         let drivers = self.aggs.values().filter_map(|a| a.driver.next_wakeup());
         lines.chain(drivers).min()
     }
@@ -313,6 +359,39 @@ mod tests {
         assert!((490_000..=520_000).contains(&bytes), "{bytes} bytes left in 0.5 s at 1 Mbyte/s");
         let (_, st) = p.aggregates().next().unwrap();
         assert!(st.dropped_packets > 4000, "{st:?}");
+    }
+
+    /// A host with a delay of its own waits it both ways (data from it, ACKs to it), interleaved
+    /// with the other hosts' frames, so a mixed-RTT path has each client's RTT.
+    #[test]
+    fn host_delays_apply_both_ways() {
+        let far: IpAddr = "10.0.0.3".parse().unwrap();
+        let near: IpAddr = "10.0.0.1".parse().unwrap();
+        let cfg = PipelineConfig {
+            delay: Duration::from_millis(5),
+            host_delays: vec![(far, Duration::from_millis(40)), ("10.0.0.4".parse().unwrap(), Duration::from_millis(5))],
+            ..Default::default()
+        };
+        let mut p = Pipeline::new(cfg).unwrap();
+        let rcv: IpAddr = "10.0.0.2".parse().unwrap();
+        let mk = |src, dst| build_frame(src, dst, 1, 9, IPPROTO_UDP, 0, 100);
+        p.on_frame(Instant(0), Dir::Forward, mk(far, rcv));
+        p.on_frame(Instant(0), Dir::Forward, mk(near, rcv));
+        p.on_frame(Instant(1), Dir::Reverse, mk(rcv, far));
+        p.on_frame(Instant(1), Dir::Reverse, mk(rcv, near));
+        let mut out = Vec::new();
+        while let Some(t) = p.next_deadline() {
+            p.poll(t, |d, f| out.push((t.0 / 1_000_000, d, crate::packet::endpoints(f).unwrap())));
+        }
+        let expect = [
+            (5, Dir::Forward, (near, rcv)),
+            (5, Dir::Reverse, (rcv, near)),
+            (40, Dir::Forward, (far, rcv)),
+            (40, Dir::Reverse, (rcv, far)),
+        ];
+        assert_eq!(out, expect);
+        assert_eq!(p.lines.len(), 2, "hosts with the default delay share its line");
+        assert_eq!(p.delayed_bytes, 0);
     }
 
     #[test]

@@ -2,14 +2,16 @@
 //! plane (issue 5, deliverable 5).
 //!
 //! ```text
-//!  sender ns            middlebox ns                         receiver ns
-//!  snd0 10.199.0.1 ── mb-s ─[ratekit middlebox: loss, delay]─ mb-r ── rcv0 10.199.0.{10+a}
-//!                              (enforcer here: middlebox)     (tc-BPF / tbf / htb on mb-r egress)
+//!  sender ns               middlebox ns                         receiver ns
+//!  snd0 10.199.0.{1+c} ── mb-s ─[ratekit middlebox: loss, delay]─ mb-r ── rcv0 10.199.0.{10+a}
+//!                                 (enforcer here: middlebox)     (tc-BPF / tbf / htb on mb-r egress)
 //! ```
 //! The middlebox always runs (it is the delay: this kernel has no netem), forwarding Ethernet
 //! frames both ways with RTT/2 of delay each way. The enforcer sits in the middlebox, or on the
 //! egress of mb-r towards the receiver (the middlebox's AF_PACKET transmissions pass the clsact
-//! and root qdisc hooks there). Aggregate a is the receiver address 10.199.0.{10+a}.
+//! and root qdisc hooks there). Aggregate a is the receiver address 10.199.0.{10+a}; RTT class c
+//! (the c-th smallest distinct RTT) is the sender address 10.199.0.{1+c}, whose frames the
+//! middlebox delays by that RTT/2 each way (docs/testbed.md, "Mixed RTTs").
 //! Teardown: the namespaces are RAII guards (deleting a namespace deletes its links, qdiscs and
 //! BPF attachments), a signal handler deletes them on SIGINT/SIGTERM/SIGHUP, tcpdump dies with
 //! us (PR_SET_PDEATHSIG), and a later run sweeps namespaces of a SIGKILLed one.
@@ -36,6 +38,10 @@ use std::time::{Duration, Instant};
 
 pub fn receiver_addr(aggregate: u32) -> Ipv4Addr {
     Ipv4Addr::new(10, 199, 0, 10 + aggregate as u8)
+}
+
+pub fn sender_addr(rtt_class: usize) -> Ipv4Addr {
+    Ipv4Addr::new(10, 199, 0, 1 + rtt_class as u8)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -75,8 +81,11 @@ pub fn run(plan: &Plan, out: &Path, progress: impl Fn(&str)) -> Result<Summary, 
     let snd = Netns::create("snd")?;
     let mb = Netns::create("mb")?;
     let rcv = Netns::create("rcv")?;
-    veth_pair(&snd, "snd0", Some("10.199.0.1/24"), &mb, "mb-s", None)?;
+    veth_pair(&snd, "snd0", None, &mb, "mb-s", None)?;
     veth_pair(&mb, "mb-r", None, &rcv, "rcv0", None)?;
+    for c in 0..plan.rtts.len() {
+        snd.exec(&["ip", "addr", "add", &format!("{}/24", sender_addr(c)), "dev", "snd0"])?;
+    }
     for a in &sc.aggregates {
         rcv.exec(&["ip", "addr", "add", &format!("{}/24", receiver_addr(a.id)), "dev", "rcv0"])?;
     }
@@ -111,7 +120,8 @@ pub fn run(plan: &Plan, out: &Path, progress: impl Fn(&str)) -> Result<Summary, 
     let mb_stop = Arc::new(AtomicBool::new(false));
     let pipeline = PipelineConfig {
         enforcer: (placement == Placement::Middlebox).then(|| first.enforcer.clone()),
-        delay: ratekit_core::Duration(plan.rtt.0 / 2),
+        delay: ratekit_core::Duration(plan.rtts[0].0 / 2),
+        host_delays: plan.rtts.iter().enumerate().map(|(c, rtt)| (sender_addr(c).into(), ratekit_core::Duration(rtt.0 / 2))).collect(),
         loss: first.cfg.loss,
         seed: s.seed,
         link_rate: match first.enforcer.kind() {
@@ -166,20 +176,23 @@ pub fn run(plan: &Plan, out: &Path, progress: impl Fn(&str)) -> Result<Summary, 
         .iter()
         .map(|f| {
             let (f, name, stop, seed) = (f.clone(), snd.name.clone(), stop.clone(), s.seed);
-            std::thread::spawn(move || -> Result<(), TestbedError> {
+            std::thread::spawn(move || -> Result<_, TestbedError> {
                 enter(&name)?;
-                Ok(traffic::send(&f, receiver_addr(f.aggregate), t0, end, seed, &stop)?)
+                Ok(traffic::send(&f, sender_addr(f.rtt_class), receiver_addr(f.aggregate), t0, end, seed, &stop)?)
             })
         })
         .collect();
     let mut first_error = None;
+    let mut flow_tcp = Vec::new();
     for h in senders {
-        if let Err(e) = h.join().expect("sender thread panicked") {
-            first_error.get_or_insert(e);
+        match h.join().expect("sender thread panicked") {
+            Ok(info) => flow_tcp.extend(info),
+            Err(e) => drop(first_error.get_or_insert(e)),
         }
     }
     // In-flight data still drains for an RTT or so; the windows after `end` are not used.
-    std::thread::sleep(Duration::from_millis(200) + Duration::from_nanos(plan.rtt.0 * 2));
+    let longest_rtt = plan.rtts.last().expect("a plan has flows");
+    std::thread::sleep(Duration::from_millis(200) + Duration::from_nanos(longest_rtt.0 * 2));
     let sender_tcp = tcp_counters::delta(&tcp_before, &tcp_counters::read(&snd)?);
     stop.store(true, Ordering::Relaxed);
     for r in receivers {
@@ -227,7 +240,7 @@ pub fn run(plan: &Plan, out: &Path, progress: impl Fn(&str)) -> Result<Summary, 
         Placement::Tbf => vec![qdisc_counts(&mb, "mb-r", DropReason::Overlimit)?],
         Placement::Htb => vec![qdisc_counts(&mb, "mb-r", DropReason::QueueFull)?],
     };
-    let summary = summary::build(plan, &rec, &counts, &mb_report, sender_tcp);
+    let summary = summary::build(plan, &rec, &counts, &mb_report, sender_tcp, flow_tcp);
     summary::write(&summary, &rec, plan, out).map_err(io(format!("writing results to {}", out.display())))?;
     drop(bpf);
     Ok(summary)

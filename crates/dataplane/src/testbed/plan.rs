@@ -1,6 +1,6 @@
 //! What the testbed makes of a scenario (ratekit-lab's, the file `ratekit sim` reads): one list
-//! of flows and the one RTT the middlebox emulates, once it is checked that real Linux TCP
-//! between namespaces can run it. The simulator's model of the path (link_rate, buffer,
+//! of flows and the RTTs the middlebox emulates (one sender address per distinct RTT), once it
+//! is checked that real Linux TCP between namespaces can run it. The simulator's model of the path (link_rate, buffer,
 //! host_rate, secondary, start_jitter) has no counterpart here and is ignored; what would change
 //! the traffic itself and the testbed cannot do is refused, naming the field.
 
@@ -18,20 +18,25 @@ pub struct Flow {
     pub app: AppConfig,
     /// Carried as the DSCP.
     pub class: u8,
+    pub rtt: Duration,
+    /// Index into `Plan::rtts`: the flow is sent from that RTT's sender address.
+    pub rtt_class: usize,
 }
 
 pub struct Plan {
     pub resolved: Resolved,
     /// In the simulator's order: by aggregate, then as listed.
     pub flows: Vec<Flow>,
-    /// The one RTT the middlebox emulates (every flow must ask for it).
-    pub rtt: Duration,
+    /// The distinct RTTs the flows ask for, ascending.
+    pub rtts: Vec<Duration>,
 }
 
 /// The UDP payload starts with the receiver's 8-byte flow header, after 28 bytes of IP and UDP.
 const MIN_DATAGRAM: u64 = 28 + 8;
 /// Each aggregate is a receiver address 10.199.0.{10 + id}.
 const MAX_AGGREGATES: usize = 200;
+/// Each distinct RTT is a sender address 10.199.0.{1 + class}, below the receivers'.
+pub const MAX_RTT_CLASSES: usize = 9;
 
 pub fn load(path: &Path) -> Result<Plan, ScenarioError> {
     plan(scenario::load(path)?, &path.display().to_string())
@@ -47,7 +52,7 @@ pub fn plan(resolved: Resolved, file: &str) -> Result<Plan, ScenarioError> {
     if sc.measure.window < Duration::from_millis(10) {
         return Err(err("measure.window".into(), "the testbed's receivers count windows of at least 10ms"));
     }
-    let mut rtt = None;
+    let mut rtts: Vec<Duration> = Vec::new();
     for (ai, a) in sc.aggregates.iter().enumerate() {
         for (fi, f) in a.flows.iter().enumerate() {
             let field = |k: &str| format!("aggregates[{ai}].flows[{fi}].{k}");
@@ -55,8 +60,11 @@ pub fn plan(resolved: Resolved, file: &str) -> Result<Plan, ScenarioError> {
                 return Err(err(field("cc"), "the testbed runs Linux's cubic, reno and bbr"));
             }
             for &r in f.rtt.as_slice() {
-                if *rtt.get_or_insert(r) != r {
-                    return Err(err(field("rtt"), "the testbed emulates one RTT for all flows (the middlebox's delay)"));
+                if !rtts.contains(&r) {
+                    if rtts.len() == MAX_RTT_CLASSES {
+                        return Err(err(field("rtt"), "the testbed gives each distinct RTT a sender address: at most 9 RTTs"));
+                    }
+                    rtts.push(r);
                 }
             }
             if f.class > 63 {
@@ -100,6 +108,7 @@ pub fn plan(resolved: Resolved, file: &str) -> Result<Plan, ScenarioError> {
     if placement == Placement::Tc {
         crate::bpf::BpfParams::from_config(&first.enforcer).map_err(|e| err("enforcer.kind".into(), &e.to_string()))?;
     }
+    rtts.sort();
     let flows = aggregates
         .iter()
         .flat_map(|a| a.flows.iter().map(move |f| (a.id, f)))
@@ -111,10 +120,11 @@ pub fn plan(resolved: Resolved, file: &str) -> Result<Plan, ScenarioError> {
             start: f.start,
             app: f.app.clone(),
             class: f.class as u8,
+            rtt: f.rtt,
+            rtt_class: rtts.binary_search(&f.rtt).expect("every flow's RTT was collected"),
         })
         .collect();
-    let rtt = rtt.expect("lab's parser asks for at least one flow");
-    Ok(Plan { resolved, flows, rtt })
+    Ok(Plan { resolved, flows, rtts })
 }
 
 /// (key in the app table, why) when the testbed has no sender for `app`.
@@ -130,6 +140,24 @@ fn check_app(app: &AppConfig) -> Result<(), (&'static str, &'static str)> {
 
 #[cfg(test)]
 mod tests {
+    use ratekit_lab::scenario::Resolved;
+
+    fn resolve(flows: &str) -> Resolved {
+        let text = format!("name = \"t\"\nduration = \"1s\"\n[enforcer]\nkind = \"fifo\"\nrate = \"1mbit\"\nburst = 1500\nlimit = 15000\n[[aggregates]]\nrate = \"1mbit\"\nflows = [{flows}]");
+        ratekit_lab::scenario::parse(&text, "t.toml").unwrap()
+    }
+
+    /// Each flow keeps its own RTT and the class of it; the classes are the distinct RTTs in order.
+    #[test]
+    fn mixed_rtts_get_one_class_each() {
+        let flows = r#"{ cc = "cubic", rtt = ["40ms", "10ms"], count = 4 }, { cc = "bbr", rtt = "10ms" }"#;
+        let plan = super::plan(resolve(flows), "t.toml").unwrap();
+        let ms = |d: ratekit_core::Duration| d.0 / 1_000_000;
+        assert_eq!(plan.rtts.iter().map(|&d| ms(d)).collect::<Vec<_>>(), [10, 40]);
+        let got: Vec<_> = plan.flows.iter().map(|f| (ms(f.rtt), f.rtt_class)).collect();
+        assert_eq!(got, [(40, 1), (10, 0), (40, 1), (10, 0), (10, 0)]);
+    }
+
     /// The testbed's own scenarios are ones it can run.
     #[test]
     fn the_testbed_scenarios_run_here() {

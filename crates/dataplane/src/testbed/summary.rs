@@ -8,12 +8,19 @@ use super::tcp_counters::Counters;
 use super::traffic::Recorder;
 use crate::middlebox::MiddleboxReport;
 use ratekit_core::metrics::jain;
-use ratekit_lab::summary::{self, AggSummary, EnforcerCounts, FlowSummary, Summary, TestbedSection};
+use ratekit_lab::summary::{self, AggSummary, EnforcerCounts, FlowSummary, FlowTcpInfo, RttClass, Summary, TestbedSection};
 use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
-pub fn build(plan: &Plan, rec: &Recorder, counts: &[EnforcerCounts], mb: &MiddleboxReport, sender_tcp: Counters) -> Summary {
+pub fn build(
+    plan: &Plan,
+    rec: &Recorder,
+    counts: &[EnforcerCounts],
+    mb: &MiddleboxReport,
+    sender_tcp: Counters,
+    flow_tcp: Vec<FlowTcpInfo>,
+) -> Summary {
     let sc = &plan.resolved;
     let s = &sc.scenario;
     let win_s = rec.window.as_secs_f64();
@@ -21,7 +28,7 @@ pub fn build(plan: &Plan, rec: &Recorder, counts: &[EnforcerCounts], mb: &Middle
     let first_window = s.measure.warmup.0.div_ceil(s.measure.window.0) as usize;
     let bytes = |f: usize, w: usize| rec.bytes[f][w].load(Ordering::Relaxed) as f64;
     let duration_s = s.duration.as_secs_f64();
-    let rtt_ms = plan.rtt.as_secs_f64() * 1e3;
+    let after_warmup = |f: usize| (first_window..n_windows).map(|w| bytes(f, w)).sum::<f64>();
     let placement = s.testbed.enforcer_at.as_str();
     let flows = plan
         .flows
@@ -38,7 +45,7 @@ pub fn build(plan: &Plan, rec: &Recorder, counts: &[EnforcerCounts], mb: &Middle
                 id: f.id,
                 aggregate: f.aggregate,
                 cc: if f.app.is_udp() { "udp" } else { f.cc.as_str() }.to_string(),
-                rtt_ms,
+                rtt_ms: millis(f.rtt),
                 mean_goodput_bps: if end > start { delivered as f64 * 8.0 / (end - start) } else { 0.0 },
                 fct_s: completed.then(|| end - start),
                 completed: finite.then_some(completed),
@@ -69,13 +76,40 @@ pub fn build(plan: &Plan, rec: &Recorder, counts: &[EnforcerCounts], mb: &Middle
                     jains.push(j);
                 }
             }
-            let per_flow_total: Vec<f64> =
-                members.iter().map(|&f| (first_window..n_windows).map(|w| bytes(f, w)).sum()).collect();
+            let per_flow_total: Vec<f64> = members.iter().map(|&f| after_warmup(f)).collect();
             let sum: f64 = per_flow_total.iter().sum();
             let enforcer = format!("{} ({placement})", a.enforcer.kind());
             AggSummary {
                 shares: Some(per_flow_total.iter().map(|x| if sum > 0.0 { x / sum } else { 0.0 }).collect()),
+                jain_of_flow_means: jain(&per_flow_total),
                 ..AggSummary::from_windows(a.id, rate_bps, enforcer, &mut norm, &jains, c.clone())
+            }
+        })
+        .collect();
+    let measured_s = (n_windows.saturating_sub(first_window)) as f64 * win_s;
+    let rtt_classes = plan
+        .rtts
+        .iter()
+        .enumerate()
+        .map(|(c, rtt)| {
+            let members: Vec<u32> = plan.flows.iter().filter(|f| f.rtt_class == c).map(|f| f.id).collect();
+            let goodput: f64 = members.iter().map(|&f| after_warmup(f as usize) * 8.0 / measured_s).sum();
+            let tcp: Vec<&FlowTcpInfo> = flow_tcp.iter().filter(|t| members.contains(&t.flow)).collect();
+            let mut min_rtts: Vec<f64> = tcp.iter().map(|t| t.min_rtt_ms).collect();
+            min_rtts.sort_by(f64::total_cmp);
+            let spread = match (min_rtts.first(), min_rtts.last()) {
+                (Some(&lo), Some(&hi)) => [lo, min_rtts[min_rtts.len() / 2], hi],
+                _ => [f64::NAN; 3],
+            };
+            let sent: u64 = tcp.iter().map(|t| t.data_segs_out).sum();
+            let retransmitted: u64 = tcp.iter().map(|t| t.retransmits).sum();
+            RttClass {
+                rtt_ms: millis(*rtt),
+                sender: super::sender_addr(c).to_string(),
+                flows: members.len(),
+                mean_goodput_bps: goodput / members.len() as f64,
+                measured_min_rtt_ms: spread,
+                retransmit_rate: if sent > 0 { retransmitted as f64 / sent as f64 } else { 0.0 },
             }
         })
         .collect();
@@ -87,17 +121,23 @@ pub fn build(plan: &Plan, rec: &Recorder, counts: &[EnforcerCounts], mb: &Middle
         simulated: None,
         testbed: Some(TestbedSection {
             enforcer_at: placement.to_string(),
-            rtt_ms,
+            rtt_classes,
             kernel,
             middlebox_forwarded: mb.stats.sent,
             middlebox_random_losses: mb.stats.random_losses,
             middlebox_overflow_drops: mb.stats.overflow_drops,
             sender_tcp,
+            flow_tcp,
         }),
         flows,
         aggregates,
         engine: None,
     }
+}
+
+/// In ms without the rounding error of seconds × 1e3 (60 ms, not 60.00000000000001).
+fn millis(d: ratekit_core::Duration) -> f64 {
+    d.0 as f64 / 1e6
 }
 
 /// Writes summary.json and windows.csv atomically (temporary file, then rename).

@@ -1,9 +1,11 @@
 //! What Linux's TCP did during a run, from the sender namespace's counters (/proc/net/snmp and
 //! /proc/net/netstat, read before and after): retransmitted segments, RTOs, tail loss probes and
 //! recoveries, for comparison with the simulator's per-flow counts (scripts/calibrate.py). The
-//! counters are per namespace, so they sum over the run's flows.
+//! counters are per namespace, so they sum over the run's flows; each flow's own RTTs and
+//! retransmissions come from its socket (TCP_INFO).
 
 use crate::netns::{Netns, NetnsError};
+pub use ratekit_lab::summary::FlowTcpInfo;
 use std::collections::BTreeMap;
 
 /// (table, counter) pairs kept, named `table.counter` in summary.json.
@@ -46,6 +48,33 @@ fn parse(text: &str) -> Counters {
 /// namespace must not underflow).
 pub fn delta(before: &Counters, after: &Counters) -> Counters {
     after.iter().filter_map(|(k, &a)| before.get(k).map(|&b| (k.clone(), a.saturating_sub(b)))).collect()
+}
+
+/// A connected TCP socket's TCP_INFO: the RTTs Linux measured and its retransmissions.
+pub fn socket_info(sock: &impl std::os::fd::AsRawFd, flow: u32) -> std::io::Result<FlowTcpInfo> {
+    // Byte offsets in Linux's struct tcp_info (include/uapi/linux/tcp.h), which only grows at
+    // its end; libc's copy of the struct stops before min_rtt and data_segs_out.
+    const RTT_US: usize = 68;
+    const TOTAL_RETRANS: usize = 100;
+    const MIN_RTT_US: usize = 148;
+    const DATA_SEGS_OUT: usize = 156;
+    let mut buf = [0u8; 256];
+    let mut len = buf.len() as libc::socklen_t;
+    let rc = unsafe { libc::getsockopt(sock.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_INFO, buf.as_mut_ptr().cast(), &mut len) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if (len as usize) < DATA_SEGS_OUT + 4 {
+        return Err(std::io::Error::other(format!("TCP_INFO of {len} bytes: this kernel predates min_rtt")));
+    }
+    let u32_at = |at: usize| u32::from_ne_bytes(buf[at..at + 4].try_into().unwrap());
+    Ok(FlowTcpInfo {
+        flow,
+        min_rtt_ms: u32_at(MIN_RTT_US) as f64 / 1e3,
+        srtt_ms: u32_at(RTT_US) as f64 / 1e3,
+        retransmits: u32_at(TOTAL_RETRANS) as u64,
+        data_segs_out: u32_at(DATA_SEGS_OUT) as u64,
+    })
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! carry the same header.
 
 use super::plan::Flow;
+use super::tcp_counters::{socket_info, FlowTcpInfo};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use ratekit_lab::arrivals::draw;
@@ -187,15 +188,24 @@ fn sleep_until(t: Instant, stop: &AtomicBool) -> bool {
     !stop.load(Ordering::Relaxed)
 }
 
-/// Runs one flow from the sender namespace until its work is done, `end`, or `stop`.
-pub fn send(flow: &Flow, dst: Ipv4Addr, t0: Instant, end: Instant, seed: u64, stop: &AtomicBool) -> Result<(), SendError> {
+/// Runs one flow from `src` (its RTT class's address) in the sender namespace until its work is
+/// done, `end`, or `stop`; a TCP flow that connected returns its socket's TCP_INFO.
+pub fn send(
+    flow: &Flow,
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    t0: Instant,
+    end: Instant,
+    seed: u64,
+    stop: &AtomicBool,
+) -> Result<Option<FlowTcpInfo>, SendError> {
     let io = |what: &'static str| move |source| SendError::Io { flow: flow.id, what, source };
     if !sleep_until(t0 + Duration::from_nanos(flow.start.0), stop) {
-        return Ok(());
+        return Ok(None);
     }
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (flow.id as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
     if let AppConfig::Cbr { rate, packet } = &flow.app {
-        let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).map_err(io("udp bind"))?;
+        let sock = UdpSocket::bind((src, 0)).map_err(io("udp bind"))?;
         set_dscp(&sock, flow.class).map_err(io("IP_TOS"))?;
         // `packet` is the IP datagram, as in the simulator: the rate counts IP bytes.
         let mut buf = vec![0u8; packet.0 as usize - IP_UDP_HEADERS];
@@ -209,7 +219,7 @@ pub fn send(flow: &Flow, dst: Ipv4Addr, t0: Instant, end: Instant, seed: u64, st
                 std::thread::sleep(next - Instant::now());
             }
         }
-        return Ok(());
+        return Ok(None);
     }
     let remaining = end.saturating_duration_since(Instant::now());
     // The congestion control is chosen before the SYN, as on a server whose default it is: set
@@ -220,6 +230,7 @@ pub fn send(flow: &Flow, dst: Ipv4Addr, t0: Instant, end: Instant, seed: u64, st
         .map_err(io("socket"))?;
     set_cc(&sock, flow.id, flow.cc.as_str())?;
     set_dscp(&sock, flow.class).map_err(io("IP_TOS"))?;
+    sock.bind(&SocketAddr::from((src, 0)).into()).map_err(io("bind"))?;
     sock.connect_timeout(&SocketAddr::from((dst, TCP_PORT)).into(), remaining.max(Duration::from_millis(1)))
         .map_err(io("connect"))?;
     let mut conn: TcpStream = sock.into();
@@ -257,17 +268,16 @@ pub fn send(flow: &Flow, dst: Ipv4Addr, t0: Instant, end: Instant, seed: u64, st
             if !write(&mut conn, size)? {
                 break;
             }
-            while unacked(&conn) > 0 {
-                if !sleep_until(Instant::now() + Duration::from_millis(1), stop) || Instant::now() >= end {
-                    return Ok(());
-                }
+            let mut acked = true;
+            while acked && unacked(&conn) > 0 {
+                acked = sleep_until(Instant::now() + Duration::from_millis(1), stop) && Instant::now() < end;
             }
             let gap = Duration::from_secs_f64(draw(&mut rng, *gap_dist, mean_gap.as_secs_f64(), *shape).min(1e6));
-            if !sleep_until(Instant::now() + gap, stop) || Instant::now() >= end {
+            if !acked || !sleep_until(Instant::now() + gap, stop) || Instant::now() >= end {
                 break;
             }
         },
         AppConfig::Cbr { .. } | AppConfig::Lognormal { .. } => unreachable!("UDP sent above; lognormal refused by the plan"),
     }
-    Ok(())
+    Ok(Some(socket_info(&conn, flow.id).map_err(io("TCP_INFO"))?))
 }

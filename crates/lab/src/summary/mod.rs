@@ -5,7 +5,7 @@
 
 mod testbed;
 
-pub use testbed::TestbedSection;
+pub use testbed::{FlowTcpInfo, RttClass, TestbedSection};
 
 use ratekit_core::metrics::{mean, percentile};
 use serde::Serialize;
@@ -101,6 +101,9 @@ pub struct AggSummary {
     /// Testbed: each flow's share of the aggregate's delivered bytes after warm-up.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shares: Option<Vec<f64>>,
+    /// Testbed: Jain's index over the flows' goodputs after warm-up (over `shares`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jain_of_flow_means: Option<f64>,
 }
 
 /// What the simulator counts along an aggregate's modelled path.
@@ -165,6 +168,7 @@ impl AggSummary {
             drops_by_reason: counts.drops_by_reason,
             path: None,
             shares: None,
+            jain_of_flow_means: None,
         }
     }
 }

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, Serialize)]
 pub struct TestbedSection {
     pub enforcer_at: String,
-    pub rtt_ms: f64,
+    /// The flows by RTT, each RTT sent from an address of its own (docs/testbed.md).
+    pub rtt_classes: Vec<RttClass>,
     pub kernel: String,
     /// Frames the middlebox forwarded towards the receiver and back.
     pub middlebox_forwarded: [u64; 2],
@@ -16,4 +17,33 @@ pub struct TestbedSection {
     /// The sender namespace's TCP counters over the run (`table.counter`: Linux counts per
     /// namespace, so these are summed over its flows).
     pub sender_tcp: BTreeMap<String, u64>,
+    /// Each TCP flow's sender socket as it closed.
+    pub flow_tcp: Vec<FlowTcpInfo>,
+}
+
+/// The flows of one RTT.
+#[derive(Debug, Clone, Serialize)]
+pub struct RttClass {
+    pub rtt_ms: f64,
+    pub sender: String,
+    pub flows: usize,
+    /// Mean over the class's flows of each one's goodput after the warm-up.
+    pub mean_goodput_bps: f64,
+    /// Lowest, median and highest `min_rtt_ms` of the class's TCP flows: what Linux measured
+    /// against what was asked.
+    pub measured_min_rtt_ms: [f64; 3],
+    /// Retransmitted over sent data segments, summed over the class's TCP flows.
+    pub retransmit_rate: f64,
+}
+
+/// One TCP flow's sender socket (TCP_INFO), read just before it closed.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct FlowTcpInfo {
+    pub flow: u32,
+    /// The lowest RTT sample of the connection: the path's RTT without queueing.
+    pub min_rtt_ms: f64,
+    /// The smoothed RTT at the end, with the enforcer's queueing.
+    pub srtt_ms: f64,
+    pub retransmits: u64,
+    pub data_segs_out: u64,
 }
