@@ -146,7 +146,9 @@ impl Reference {
             self.sketch.clear();
             self.occupied = 0;
         }
-        debug_assert!(self.exact.is_empty(), "a flow left the list holding tokens");
+        // `exact` may still hold flows here: a narrow sketch under-counts a flow after other
+        // flows' subtractions, so it leaves the list while it truly holds tokens. That is the
+        // misestimate Fig. 11 measures, so it is kept, not asserted away.
     }
 
     /// Returns the verdict and (ô, o) for the arriving flow before its packet is counted.
