@@ -351,6 +351,29 @@ fn fair_policer_bounds_are_named() {
     assert_eq!(BpfParams::from_config(&ok).unwrap().program(), "fair_policer");
 }
 
+/// Exact per-flow configs beyond the program are refused naming the field: more than 1024 flows,
+/// and (through the core's validation) any policy but flat `fair`, or classification by class.
+#[test]
+fn exact_flow_bounds_are_named() {
+    use ratekit_dataplane::bpf::BpfParams;
+    for (extra, field) in [
+        ("max_flows = 1025", "max_flows: 1025 > 1024"),
+        ("policy = \"weighted\"\nqueues = 2\nweights = [1, 2]", "weights"),
+        ("policy = \"priority\"", "policy"),
+        ("policy = \"weighted(fair(0, 1):3, fair(2, 3):1)\"\nqueues = 4", "policy"),
+        ("classify = \"class\"", "classify"),
+    ] {
+        let cfg = EnforcerConfig::from_toml(&format!("kind = \"bcpqp\"\nrate = \"8mbit\"\nqueue_size = \"30kb\"\nflows = \"exact\"\n{extra}"));
+        let err = match cfg {
+            Ok(cfg) => BpfParams::from_config(&cfg).unwrap_err().to_string(),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains(field), "{extra}: {err}");
+    }
+    let ok = EnforcerConfig::from_toml("kind = \"pqp\"\nrate = \"8mbit\"\nqueue_size = \"30kb\"\nflows = \"exact\"\nmax_flows = 1024").unwrap();
+    assert_eq!(BpfParams::from_config(&ok).unwrap().program(), "pqp_flows");
+}
+
 /// The BPF FairPolicer's one departure from the core: at most 256 flows on an aggregate's
 /// active list. Flows beyond it are dropped as overlimit (never admitted unlisted) until the
 /// list drains; flows already listed keep passing.
