@@ -226,12 +226,9 @@ fn fq_params(c: &ratekit_core::pqp::PqpConfig, burst: Option<&ratekit_core::bcpq
     }
     // Live updates keep the flows' queues only under the same queue size, flow bound and kind
     // (a rate or burst-control change keeps them, as the hashed programs' do).
-    p.shape = ratekit_core::packet::mix64(p.queue_size_nb ^ mix_in(p.max_flows as u64, p.burst as u64)) | 1;
+    let mix = ratekit_core::packet::mix64;
+    p.shape = mix(p.queue_size_nb ^ mix(u64::from(p.max_flows) << 1 | u64::from(p.burst))) | 1;
     Ok(p)
-}
-
-fn mix_in(max_flows: u64, burst: u64) -> u64 {
-    ratekit_core::packet::mix64(max_flows << 1 | burst)
 }
 
 /// FairPolicer's parameters within the BPF program's bounds: the sketch's row constants are
