@@ -472,9 +472,12 @@ static __always_inline void fq_restart_window(const struct fq_params *P, struct 
 	}
 }
 
-/* FlowBcPqp::close_window: removes the magic if A_i < θ−·X_i, then restarts the window. */
-static __always_inline void fq_close_window(const struct fq_params *P, struct fq_state *st, __u32 s, __u64 t)
+/* FlowBcPqp::close_window: removes the magic if A_i < θ−·X_i, then restarts the window. Global:
+ * both the arrival and the due-window callback call it, and it is verified once for both. */
+__noinline int fq_close_window(const struct fq_params *P, struct fq_state *st, __u32 s, __u64 t)
 {
+	if (!P || !st)
+		return 0;
 	struct fq_slot *q = fq_slot(st, s);
 	__u64 magic = fq_clamp_magic(st, s);
 	if (magic > 0 && !rk_le_products(P->theta_minus, fq_expected(P, st), q->accepted, THETA_ONE_NB)) {
@@ -483,12 +486,6 @@ static __always_inline void fq_close_window(const struct fq_params *P, struct fq
 		st->magic_removals++;
 	}
 	fq_restart_window(P, st, s, t);
-}
-
-__noinline int fq_close_window_g(const struct fq_params *P, struct fq_state *st, __u32 s, __u64 t)
-{
-	if (P && st)
-		fq_close_window(P, st, s, t);
 	return 0;
 }
 
@@ -503,7 +500,7 @@ static long fq_close_due_step(__u64 i, void *data)
 		return 1;
 	fq_unlist(st, s);
 	if (fq_clamp_magic(st, s) > 0)
-		fq_close_window_g(c->P, st, s, c->t);
+		fq_close_window(c->P, st, s, c->t);
 	else if (fq_occupancy(st, s) == 0)
 		fq_reclaim(st, s);
 	return 0;
@@ -540,7 +537,7 @@ static __always_inline int fq_decide(const struct fq_params *P, struct fq_state 
 	__u32 s = fq_slot_of(P, st, pkt->flow);
 	struct fq_slot *q = fq_slot(st, s);
 	if (P->burst && t >= q->window_end)
-		fq_close_window_g(P, st, s, t);
+		fq_close_window(P, st, s, t);
 	__u64 nb = (__u64)pkt->len * NANOS_PER_SEC;
 	__u64 occupancy = fq_occupancy(st, s);
 	__u64 magic = fq_clamp_magic(st, s); /* PQP's magic stays 0 */
