@@ -37,8 +37,6 @@
  * would differ with the number of removals on each path and defeat the verifier's pruning. */
 #define PQ_LEN(s, ix) (*(volatile __u8 *)&(s)->active_len[II(ix)])
 
-#define THETA_ONE_NB (65536ULL * NANOS_PER_SEC) /* 2^16 (θ fixed point) × 10^9 (nano-bytes) */
-
 /* ratekit_core::phantom::NodeInfo. Node 0 is the root; node ids in depth-first order. */
 struct pq_node {
 	__u32 weight;  /* within the parent (1 under fair and priority) */
@@ -102,39 +100,6 @@ struct pq_burst {
 struct pq_bursts {
 	struct pq_burst q[PQ_QUEUES];
 };
-
-/* 128-bit product a·b as (hi, lo), from 32-bit halves (BPF has no 64×64→128 multiply). */
-static __always_inline void rk_mul128(__u64 a, __u64 b, __u64 *hi, __u64 *lo)
-{
-	__u64 a0 = a & 0xffffffff, a1 = a >> 32, b0 = b & 0xffffffff, b1 = b >> 32;
-	__u64 p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
-	__u64 mid = (p00 >> 32) + (p01 & 0xffffffff) + (p10 & 0xffffffff);
-	*lo = (mid << 32) | (p00 & 0xffffffff);
-	*hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
-}
-
-/* 1 iff a·b ≤ c·d, exact. Branch-free (the borrow out of c·d − a·b, Hacker's Delight 2-13):
- * with branches, each comparison in a loop multiplies the paths the verifier must walk. */
-__noinline int rk_le_products(__u64 a, __u64 b, __u64 c, __u64 d)
-{
-	__u64 h1, l1, h2, l2, lo, b0, hi;
-	rk_mul128(a, b, &h1, &l1);
-	rk_mul128(c, d, &h2, &l2);
-	lo = l2 - l1;
-	b0 = ((~l2 & l1) | (~(l2 ^ l1) & lo)) >> 63;
-	hi = h2 - h1 - b0;
-	return 1 ^ (((~h2 & h1) | (~(h2 ^ h1) & hi)) >> 63);
-}
-
-static __always_inline __u64 rk_sat_add(__u64 a, __u64 b)
-{
-	return a + b < a ? ~0ULL : a + b;
-}
-
-static __always_inline __u64 rk_min(__u64 a, __u64 b)
-{
-	return a < b ? a : b;
-}
 
 /* BC-PQP's on_drain (`clamp_magic`): magic drains last, so at most the occupancy left is magic. */
 static __always_inline void pq_clamp(struct pq_bursts *burst, __u32 q, __u64 occ)

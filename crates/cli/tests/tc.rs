@@ -223,10 +223,10 @@ fn tc_bad_input_is_named() {
     std::fs::write(&cfg, "kind = \"token_bucket\"\nrate = \"0mbit\"\nburst = \"20kb\"\n").unwrap();
     let (ok, out) = ratekit(&["tc", "attach", "--dev", "lo", "--config", cfg.to_str().unwrap()]);
     assert!(!ok && out.contains("0mbit"), "{out}");
-    // The programs hash flows into fixed queues: exact per-flow queues are refused, not run hashed.
-    std::fs::write(&cfg, "kind = \"bcpqp\"\nrate = \"8mbit\"\nqueue_size = \"20kb\"\nflows = \"exact\"\n").unwrap();
+    // The exact per-flow program holds 1024 flows per aggregate: more is refused, not run with fewer.
+    std::fs::write(&cfg, "kind = \"bcpqp\"\nrate = \"8mbit\"\nqueue_size = \"20kb\"\nflows = \"exact\"\nmax_flows = 4096\n").unwrap();
     let (ok, out) = ratekit(&["tc", "attach", "--dev", "rk-no-such-if0", "--config", cfg.to_str().unwrap()]);
-    assert!(!ok && out.contains("flows = \"exact\""), "{out}");
+    assert!(!ok && out.contains("max_flows: 4096 > 1024"), "{out}");
     std::fs::remove_file(&cfg).unwrap();
 }
 
@@ -244,6 +244,23 @@ fn tc_bcpqp_holds_rate_and_updates_live() {
     assert!(!ok && out.contains("queues = 32") && out.contains("at most 16 queues"), "{out}");
     let queue = 20.0 * 1024.0;
     lab.holds_rate_and_updates_live("bcpqp", &[], &cfg("8mbit", 4), &cfg("16mbit", 4), queue, queue);
+    let (ok, out) = lab.detach();
+    assert!(ok && out.contains("detached"), "{out}");
+}
+
+/// BC-PQP with exact per-flow queues as tc-BPF (bpf/pqp_flows.c): the example config attaches, a
+/// one-flow flood is held to rate + queue size, and a live rate change keeps the state.
+#[test]
+#[ignore = "needs root: tc-BPF in network namespaces; scripts/test.sh runs it with --include-ignored as root"]
+fn tc_bcpqp_exact_holds_rate_and_updates_live() {
+    require_root();
+    let lab = Lab::new("tcx");
+    let (ok, out) = lab.attach(&[], concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/enforcers/bcpqp-exact.toml"));
+    assert!(ok && out.contains("attached pqp_flows"), "{out}");
+    assert!(lab.detach().0, "detaching the example");
+    let cfg = |rate: &str| lab.config(&format!("bcx-{rate}.toml"), &format!("kind = \"bcpqp\"\nrate = \"{rate}\"\nflows = \"exact\"\nqueue_size = \"20kb\"\n"));
+    let queue = 20.0 * 1024.0;
+    lab.holds_rate_and_updates_live("pqp_flows", &[], &cfg("8mbit"), &cfg("16mbit"), queue, queue);
     let (ok, out) = lab.detach();
     assert!(ok && out.contains("detached"), "{out}");
 }

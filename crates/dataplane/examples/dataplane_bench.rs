@@ -35,10 +35,20 @@ fn main() -> anyhow::Result<()> {
         ("fair_policer (4 x 1024 sketch)", "kind = \"fair_policer\"\nrate = \"20mbit\"\nbucket = 50000"),
         // Every packet allocates, passes and updates the sketch.
         ("fair_policer (4 x 1024 sketch, rate far above the flood)", "kind = \"fair_policer\"\nrate = \"100gbit\"\nbucket = \"1mb\""),
+        // One queue per flow (bpf/pqp_flows.c); `backlogged` below gives it n active flows.
+        ("bcpqp exact, 16 active flows", EXACT),
+        ("bcpqp exact, 256 active flows", EXACT),
+        ("bcpqp exact, 1024 active flows", EXACT),
     ];
     let loaded: Vec<BpfPolicer> = programs
         .iter()
-        .map(|(_, toml)| Ok(BpfPolicer::load(&EnforcerConfig::from_toml(toml)?, &LoadOptions::default())?))
+        .map(|(name, toml)| {
+            let p = BpfPolicer::load(&EnforcerConfig::from_toml(toml)?, &LoadOptions::default())?;
+            if let Some(n) = name.strip_prefix("bcpqp exact, ").and_then(|r| r.split(' ').next()) {
+                backlogged(&p, n.parse()?)?;
+            }
+            Ok(p)
+        })
         .collect::<anyhow::Result<_>>()?;
     let mut ns = vec![Vec::with_capacity(ROUNDS); loaded.len()];
     for _ in 0..ROUNDS {
@@ -153,6 +163,23 @@ fn main() -> anyhow::Result<()> {
             report.stats.sent[0],
             report.send_errors
         );
+    }
+    Ok(())
+}
+
+/// Exact per-flow BC-PQP as bcpqp-exact.toml has it at 20 Mbit/s, with a window long enough that no
+/// window closes while it is timed (its queues stay as `backlogged` leaves them).
+const EXACT: &str = "kind = \"bcpqp\"\nrate = \"20mbit\"\nflows = \"exact\"\nqueue_size = \"5800kb\"\nwindow = \"60s\"";
+
+/// Makes `n` flows active (the timed frame's among them): each sends 4000 packets of 1500 bytes,
+/// which fill its phantom queue to about B = 5.8 MB (with magic for the flows whose θ+·X_i, X_i =
+/// r·T/n, is below 5.8 MB; T = 60 s removes none while timed); at r/n the queue stays non-empty
+/// for over 30 s. The timed packets then find n queues in the heap, their own full: the
+/// per-packet path of a flooded flow among n backlogged ones.
+fn backlogged(p: &BpfPolicer, n: u16) -> anyhow::Result<()> {
+    for f in 0..n {
+        let frame = build_frame("10.0.0.1".parse()?, "10.0.0.2".parse()?, 1000 + f, 80, IPPROTO_TCP, 0, 1500);
+        p.time_run(&frame, 4000)?;
     }
     Ok(())
 }

@@ -6,8 +6,9 @@
 //! netlink code (`TcHook`); and it loads the objects with libbpf itself, so map pinning and
 //! BTF-defined maps behave exactly as every C user of libbpf sees them.
 
-use crate::maps::{AggKey, FpParams, PqNode, PqParams, Settings, Stats, TbParams, PQ_INNER, PQ_LEAF, PQ_NODES, PQ_PRIORITY, PQ_QUEUES, PQ_SHARE, PQ_SLOTS};
+use crate::maps::{AggKey, FpParams, FqParams, PqNode, PqParams, Settings, Stats, TbParams, PQ_INNER, PQ_LEAF, PQ_NODES, PQ_PRIORITY, PQ_QUEUES, PQ_SHARE, PQ_SLOTS};
 use libbpf_rs::{MapCore, MapFlags, Object, ObjectBuilder, ProgramInput};
+use ratekit_core::pqp::FlowQueuing;
 use ratekit_core::{DropReason, EnforcerConfig, Verdict};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -16,6 +17,7 @@ const TOKEN_BUCKET_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/token_
 const PQP_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/pqp.bpf.o"));
 const BCPQP_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/bcpqp.bpf.o"));
 const FAIR_POLICER_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fair_policer.bpf.o"));
+const PQP_FLOWS_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/pqp_flows.bpf.o"));
 
 /// Offset of `tstamp` in `struct __sk_buff` (linux/bpf.h, stable UAPI), and the struct's size.
 const SKB_TSTAMP_OFFSET: usize = 152;
@@ -27,7 +29,7 @@ const TC_ACT_SHOT: u32 = 2;
 pub enum BpfError {
     #[error("the BPF objects were not built (clang was missing at build time): run scripts/setup.sh and rebuild")]
     NotBuilt,
-    #[error("'{0}' has no tc-BPF program: the data plane runs token_bucket, pqp, bcpqp and fair_policer (use the middlebox for the others)")]
+    #[error("'{0}' has no tc-BPF program: the data plane runs token_bucket, pqp, bcpqp (hashed or exact flows) and fair_policer (use the middlebox for the others)")]
     Unsupported(&'static str),
     #[error("{what} needs root (CAP_BPF and CAP_NET_ADMIN): {source}")]
     Privileges { what: String, source: libbpf_rs::Error },
@@ -43,6 +45,8 @@ pub enum BpfError {
     OutOfBounds(String),
     #[error("{0}: the tc-BPF FairPolicer holds a sketch of at most 4 x 4096 counters and at most 256 active flows per aggregate, and needs 256 x (bucket / token_unit + 1) <= 2^23 allocation steps; use the middlebox beyond that")]
     FairPolicerBounds(String),
+    #[error("{0}: the tc-BPF exact per-flow PQP/BC-PQP holds at most 1024 flows per aggregate (flat fair policy); use the middlebox beyond that")]
+    FlowBounds(String),
     #[error("config: {0}")]
     Config(#[from] ratekit_core::ConfigError),
 }
@@ -80,6 +84,8 @@ pub enum BpfParams {
     Pqp(Box<PqParams>),
     Bcpqp(Box<PqParams>),
     FairPolicer(Box<FpParams>),
+    /// PQP or BC-PQP with `flows = "exact"` (one program; `burst` tells them apart).
+    PqpFlows(Box<FqParams>),
 }
 
 impl BpfParams {
@@ -91,13 +97,12 @@ impl BpfParams {
                 burst: c.burst.0,
                 initial: c.initial.unwrap_or(c.burst).0,
             })),
+            EnforcerConfig::Pqp(c) if c.flows == FlowQueuing::Exact => Ok(BpfParams::PqpFlows(Box::new(fq_params(c, None)?))),
+            EnforcerConfig::Bcpqp(c) if c.flows == FlowQueuing::Exact => Ok(BpfParams::PqpFlows(Box::new(fq_params(&c.pqp(), Some(c))?))),
             EnforcerConfig::Pqp(c) => Ok(BpfParams::Pqp(Box::new(pq_params(c)?))),
             EnforcerConfig::Bcpqp(c) => {
                 let mut p = pq_params(&c.pqp())?;
-                p.theta_plus = (c.theta_plus * ratekit_core::bcpqp::THETA_ONE as f64).round() as u64;
-                p.theta_minus = (c.theta_minus * ratekit_core::bcpqp::THETA_ONE as f64).round() as u64;
-                p.window_ns = c.window.0;
-                p.window_budget_nb = c.rate.credit(c.window);
+                (p.theta_plus, p.theta_minus, p.window_ns, p.window_budget_nb) = burst_params(c);
                 let max_weight = p.nodes.iter().map(|n| n.weight as u64).max().unwrap_or(1);
                 if p.window_budget_nb.checked_mul(max_weight).is_none() {
                     return Err(BpfError::OutOfBounds(format!("window: rate × window × weight {max_weight} overflows")));
@@ -116,6 +121,7 @@ impl BpfParams {
             BpfParams::Pqp(_) => "pqp",
             BpfParams::Bcpqp(_) => "bcpqp",
             BpfParams::FairPolicer(_) => "fair_policer",
+            BpfParams::PqpFlows(_) => "pqp_flows",
         }
     }
 
@@ -126,6 +132,7 @@ impl BpfParams {
             "pqp" => "pqp_state",
             "bcpqp" => "bcpqp_state",
             "fair_policer" => "fp_state",
+            "pqp_flows" => "fq_state",
             _ => "unknown_state",
         }
     }
@@ -136,6 +143,7 @@ impl BpfParams {
             BpfParams::Pqp(_) => PQP_OBJ,
             BpfParams::Bcpqp(_) => BCPQP_OBJ,
             BpfParams::FairPolicer(_) => FAIR_POLICER_OBJ,
+            BpfParams::PqpFlows(_) => PQP_FLOWS_OBJ,
         }
     }
 
@@ -145,6 +153,7 @@ impl BpfParams {
             BpfParams::Pqp(_) => ("pqp_params", Self::state_map_of(self.program())),
             BpfParams::Bcpqp(_) => ("bcpqp_params", Self::state_map_of(self.program())),
             BpfParams::FairPolicer(_) => ("fp_params", Self::state_map_of(self.program())),
+            BpfParams::PqpFlows(_) => ("fq_params", Self::state_map_of(self.program())),
         }
     }
 
@@ -153,6 +162,7 @@ impl BpfParams {
             BpfParams::TokenBucket(p) => bytemuck::bytes_of(p),
             BpfParams::Pqp(p) | BpfParams::Bcpqp(p) => bytemuck::bytes_of(&**p),
             BpfParams::FairPolicer(p) => bytemuck::bytes_of(&**p),
+            BpfParams::PqpFlows(p) => bytemuck::bytes_of(&**p),
         }
     }
 }
@@ -161,10 +171,6 @@ impl BpfParams {
 /// depth-first node order), within the BPF program's bounds.
 fn pq_params(c: &ratekit_core::pqp::PqpConfig) -> Result<PqParams, BpfError> {
     c.validate()?;
-    // The programs hash flows into fixed queues; exact per-flow queues run in the middlebox.
-    if c.flows == ratekit_core::pqp::FlowQueuing::Exact {
-        return Err(BpfError::OutOfBounds("flows = \"exact\" (one queue per flow)".into()));
-    }
     if c.queues as usize > PQ_QUEUES {
         return Err(BpfError::OutOfBounds(format!("queues = {}", c.queues)));
     }
@@ -191,6 +197,37 @@ fn pq_params(c: &ratekit_core::pqp::PqpConfig) -> Result<PqParams, BpfError> {
         h = ratekit_core::packet::mix64(h ^ u64::from_le_bytes(w));
     }
     p.shape = ratekit_core::packet::mix64(h ^ ((p.queues as u64) << 1 | p.classify as u64)) | 1;
+    Ok(p)
+}
+
+/// BC-PQP's θ+ and θ− in 2^-16 fixed point, T and r·T, as ratekit_core::bcpqp::BurstParams has them.
+fn burst_params(c: &ratekit_core::bcpqp::BcPqpConfig) -> (u64, u64, u64, u64) {
+    let fixed = |theta: f64| (theta * ratekit_core::bcpqp::THETA_ONE as f64).round() as u64;
+    (fixed(c.theta_plus), fixed(c.theta_minus), c.window.0, c.rate.credit(c.window))
+}
+
+/// The exact per-flow program's parameters: PQP's, plus BC-PQP's burst control when `burst` is
+/// given. The core accepts exact flows under a flat fair policy only, which is all the program runs.
+fn fq_params(c: &ratekit_core::pqp::PqpConfig, burst: Option<&ratekit_core::bcpqp::BcPqpConfig>) -> Result<FqParams, BpfError> {
+    use crate::maps::FQ_MAX_FLOWS;
+    c.validate()?;
+    if c.max_flows() as usize > FQ_MAX_FLOWS {
+        return Err(BpfError::FlowBounds(format!("max_flows: {} > {FQ_MAX_FLOWS}", c.max_flows())));
+    }
+    let mut p = FqParams {
+        rate: c.rate.bytes_per_sec(),
+        queue_size_nb: c.queue_size.0 * ratekit_core::units::NANOS_PER_SEC,
+        max_flows: c.max_flows(),
+        ..Default::default()
+    };
+    if let Some(b) = burst {
+        (p.theta_plus, p.theta_minus, p.window_ns, p.window_budget_nb) = burst_params(b);
+        p.burst = 1;
+    }
+    // Live updates keep the flows' queues only under the same queue size, flow bound and kind
+    // (a rate or burst-control change keeps them, as the hashed programs' do).
+    let mix = ratekit_core::packet::mix64;
+    p.shape = mix(p.queue_size_nb ^ mix(u64::from(p.max_flows) << 1 | u64::from(p.burst))) | 1;
     Ok(p)
 }
 
@@ -295,6 +332,7 @@ fn stats_offset(program: &str) -> usize {
         "pqp" => std::mem::offset_of!(crate::maps::PqpState, stats),
         "bcpqp" => std::mem::offset_of!(crate::maps::BcpqpState, stats),
         "fair_policer" => std::mem::offset_of!(crate::maps::FpState, stats),
+        "pqp_flows" => std::mem::offset_of!(crate::maps::FqState, stats),
         _ => unreachable!("unknown program {program}"),
     }
 }

@@ -212,6 +212,89 @@ pub struct FpState {
     pub sketch: [[u32; FP_WIDTH]; FP_DEPTH],
 }
 
+/// Bounds of the BPF exact per-flow PQP / BC-PQP (bpf/pqp_flows.c).
+pub const FQ_MAX_FLOWS: usize = 1024;
+pub const FQ_SLOTS: usize = FQ_MAX_FLOWS + 1;
+pub const FQ_SLOTS_PADDED: usize = 1032;
+pub const FQ_TABLE: usize = 2048;
+/// `pos`, `overflow`, list links: none.
+pub const FQ_NONE: u32 = u32::MAX;
+
+/// `struct fq_params` (bpf/pqp_flows.c): the burst fields are zero for PQP.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct FqParams {
+    pub rate: u64,
+    pub queue_size_nb: u64,
+    pub theta_plus: u64,
+    pub theta_minus: u64,
+    pub window_ns: u64,
+    pub window_budget_nb: u64,
+    pub shape: u64,
+    pub max_flows: u32,
+    pub burst: u32,
+}
+
+/// `struct fq_slot`: one flow's phantom queue and burst state.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct FqSlot {
+    pub flow: u64,
+    pub finish: u64,
+    pub key: u64,
+    pub magic_nb: u64,
+    pub accepted: u64,
+    pub window_end: u64,
+    pub pos: u32,
+    pub prev: u32,
+    pub next: u32,
+    pub listed: u32,
+}
+
+/// `struct fq_state` (bpf/pqp_flows.c): one aggregate's exact per-flow queues.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub struct FqState {
+    /// rk_lock's word: owned by the program.
+    pub lock: u32,
+    pub _pad: u32,
+    pub last_ns: u64,
+    pub shape: u64,
+    pub level: u64,
+    pub carry: u64,
+    pub burst_fills: u64,
+    pub magic_removals: u64,
+    pub flows_created: u64,
+    pub flows_reclaimed: u64,
+    pub overflow_packets: u64,
+    pub heap_len: u32,
+    pub slots_used: u32,
+    pub free_len: u32,
+    pub mapped: u32,
+    pub overflow: u32,
+    pub win_head: u32,
+    pub win_tail: u32,
+    pub cursor: u32,
+    pub stats: Stats,
+    pub heap: [u16; FQ_SLOTS_PADDED],
+    pub free: [u16; FQ_SLOTS_PADDED],
+    pub table: [u16; FQ_TABLE],
+    pub slots: [FqSlot; FQ_SLOTS],
+}
+
+impl FqState {
+    /// Occupancy of slot `s` in nano-bytes (FlowQueues::occupancy).
+    pub fn occupancy(&self, s: usize) -> u64 {
+        let q = &self.slots[s];
+        if q.pos == FQ_NONE { 0 } else { q.finish - self.level }
+    }
+
+    /// The slot `flow` holds in the table, if any.
+    pub fn slot_of_flow(&self, flow: u64) -> Option<usize> {
+        self.table.iter().filter(|&&e| e != 0).map(|&e| e as usize - 1).find(|&s| self.slots[s].flow == flow)
+    }
+}
+
 const _: () = assert!(std::mem::size_of::<PqNode>() == 12);
 const _: () = assert!(std::mem::size_of::<PqParams>() == 520);
 const _: () = assert!(std::mem::size_of::<PqQueues>() == 376);
@@ -226,6 +309,9 @@ const _: () = assert!(std::mem::size_of::<TbState>() == 88);
 const _: () = assert!(std::mem::size_of::<FpParams>() == 360);
 const _: () = assert!(std::mem::size_of::<FpFlow>() == 16);
 const _: () = assert!(std::mem::size_of::<FpState>() == 69784);
+const _: () = assert!(std::mem::size_of::<FqParams>() == 64);
+const _: () = assert!(std::mem::size_of::<FqSlot>() == 64);
+const _: () = assert!(std::mem::size_of::<FqState>() == 112 + 64 + 2 * 2 * FQ_SLOTS_PADDED + 2 * FQ_TABLE + 64 * FQ_SLOTS);
 
 impl AggKey {
     /// The aggregate key the BPF programs derive: IPv4 as ::ffff:a.b.c.d, masked to the prefix.

@@ -6,7 +6,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use ratekit_core::{EnforcerConfig, Instant, Policer, Verdict};
 use ratekit_dataplane::bpf::{pin_thread_to_cpu, BpfPolicer, LoadOptions};
-use ratekit_dataplane::maps::{FpState, Settings, TbState};
+use ratekit_dataplane::maps::{FpState, FqState, Settings, TbState, FQ_NONE};
 use ratekit_dataplane::packet::{build_frame, parse, IPPROTO_TCP, IPPROTO_UDP};
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -351,6 +351,29 @@ fn fair_policer_bounds_are_named() {
     assert_eq!(BpfParams::from_config(&ok).unwrap().program(), "fair_policer");
 }
 
+/// Exact per-flow configs beyond the program are refused naming the field: more than 1024 flows,
+/// and (through the core's validation) any policy but flat `fair`, or classification by class.
+#[test]
+fn exact_flow_bounds_are_named() {
+    use ratekit_dataplane::bpf::BpfParams;
+    for (extra, field) in [
+        ("max_flows = 1025", "max_flows: 1025 > 1024"),
+        ("policy = \"weighted\"\nqueues = 2\nweights = [1, 2]", "weights"),
+        ("policy = \"priority\"", "policy"),
+        ("policy = \"weighted(fair(0, 1):3, fair(2, 3):1)\"\nqueues = 4", "policy"),
+        ("classify = \"class\"", "classify"),
+    ] {
+        let cfg = EnforcerConfig::from_toml(&format!("kind = \"bcpqp\"\nrate = \"8mbit\"\nqueue_size = \"30kb\"\nflows = \"exact\"\n{extra}"));
+        let err = match cfg {
+            Ok(cfg) => BpfParams::from_config(&cfg).unwrap_err().to_string(),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains(field), "{extra}: {err}");
+    }
+    let ok = EnforcerConfig::from_toml("kind = \"pqp\"\nrate = \"8mbit\"\nqueue_size = \"30kb\"\nflows = \"exact\"\nmax_flows = 1024").unwrap();
+    assert_eq!(BpfParams::from_config(&ok).unwrap().program(), "pqp_flows");
+}
+
 /// The BPF FairPolicer's one departure from the core: at most 256 flows on an aggregate's
 /// active list. Flows beyond it are dropped as overlimit (never admitted unlisted) until the
 /// list drains; flows already listed keep passing.
@@ -400,4 +423,165 @@ fn fair_policer_live_update() {
     let st = state();
     assert_eq!((st.len, st.occupied, st.stats.passed_packets), (1, 1000, 42), "a bucket change restarts, counters kept");
     assert_eq!(row_sums(&st), vec![1000; 4], "every counter in use was cleared");
+}
+
+/// On/off flows for the exact per-flow programs: each flow sends trains of 1-8 packets (10-500 µs
+/// apart) separated by silences of 0-60 ms, longer than the 20 ms window often enough that
+/// drained flows are reclaimed and come back as new flows. µs-aligned, as `vector`'s.
+fn on_off_flows(seed: u64, flows: usize, dsts: &[IpAddr], horizon_ns: u64) -> Vec<Arrival> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut events = Vec::new();
+    for f in 0..flows {
+        let dst = dsts[f % dsts.len()];
+        let src: IpAddr = if dst.is_ipv4() { "10.8.0.1".parse().unwrap() } else { "fd00::8".parse().unwrap() };
+        let sport = 1000 + (f / dsts.len()) as u16;
+        let mut t = 1_000 + rng.gen_range(0..horizon_ns / 4) / 1000 * 1000;
+        while t < horizon_ns {
+            for _ in 0..rng.gen_range(1..=8) {
+                let len = if rng.gen_bool(0.7) { 1500 } else { rng.gen_range(1..15) * 100 };
+                events.push((t, f, build_frame(src, dst, sport, 5201, IPPROTO_UDP, 0, len)));
+                t += rng.gen_range(10..500) * 1000;
+            }
+            t += rng.gen_range(0..60_000) * 1000;
+        }
+    }
+    events.sort_by_key(|(t, f, _)| (*t, *f));
+    events.into_iter().map(|(t, _, frame)| Arrival { t, frame }).collect()
+}
+
+/// What the core's exact-flow policer and the BPF program's state must agree on: counters, flows
+/// held, total backlog, burst events, and each listed flow's occupancy and magic (nano-bytes).
+#[derive(Debug, PartialEq, Eq)]
+struct ExactFacts {
+    passed: u64,
+    dropped: u64,
+    created: u64,
+    reclaimed: u64,
+    overflow_packets: u64,
+    held: usize,
+    backlog_nb: u128,
+    burst_events: (u64, u64),
+    flows: Vec<(u64, u64, u64)>,
+}
+
+fn core_facts(p: &ratekit_core::AnyPolicer, flows: &[u64]) -> ExactFacts {
+    use ratekit_core::AnyPolicer::{BcpqpFlows, PqpFlows};
+    let (stats, fs, held, backlog_nb) = match p {
+        PqpFlows(q) => (q.stats(), q.flow_stats(), q.flows(), q.backlog_nb()),
+        BcpqpFlows(b) => (b.core().stats(), b.core().flow_stats(), b.core().flows(), b.core().backlog_nb()),
+        _ => unreachable!("not an exact-flow policer"),
+    };
+    let flow = |f: u64| match p {
+        PqpFlows(q) => (f, q.flow_occupancy_nb(f), 0),
+        BcpqpFlows(b) => (f, b.core().flow_occupancy_nb(f), b.flow_magic_nb(f)),
+        _ => unreachable!(),
+    };
+    ExactFacts {
+        passed: stats.passed_packets,
+        dropped: stats.dropped_packets,
+        created: fs.flows_created,
+        reclaimed: fs.flows_reclaimed,
+        overflow_packets: fs.overflow_packets,
+        held,
+        backlog_nb,
+        burst_events: if let BcpqpFlows(b) = p { b.burst_events() } else { (0, 0) },
+        flows: flows.iter().map(|&f| flow(f)).collect(),
+    }
+}
+
+fn bpf_facts(st: &FqState, flows: &[u64]) -> ExactFacts {
+    let slot_of: HashMap<u64, usize> = st.table.iter().filter(|&&e| e != 0).map(|&e| (st.slots[e as usize - 1].flow, e as usize - 1)).collect();
+    let heap = &st.heap[..st.heap_len as usize];
+    ExactFacts {
+        passed: st.stats.passed_packets,
+        dropped: st.stats.dropped_packets,
+        created: st.flows_created,
+        reclaimed: st.flows_reclaimed,
+        overflow_packets: st.overflow_packets,
+        held: st.mapped as usize + (st.overflow != FQ_NONE) as usize,
+        backlog_nb: heap.iter().map(|&s| st.occupancy(s as usize) as u128).sum(),
+        burst_events: (st.burst_fills, st.magic_removals),
+        flows: flows
+            .iter()
+            .map(|&f| match slot_of.get(&f) {
+                Some(&s) => (f, st.occupancy(s), st.slots[s].magic_nb.min(st.occupancy(s))),
+                None => (f, 0, 0),
+            })
+            .collect(),
+    }
+}
+
+/// PQP and BC-PQP with exact per-flow queues (`flows = "exact"`): hundreds of on/off flows per
+/// aggregate, within max_flows and far beyond it (the overflow queue). Every verdict, every drop
+/// reason, and at checkpoints the whole mirrored state (counters, flows held, created, reclaimed,
+/// overflow packets, backlog, magic fills and removals, each flow's occupancy and magic) agree.
+#[test]
+#[ignore = "needs root: BPF_PROG_TEST_RUN of the tc-BPF programs; scripts/test.sh runs it with --include-ignored as root"]
+fn exact_flows_match_core() {
+    require_root();
+    let v4: IpAddr = "10.9.0.1".parse().unwrap();
+    let v6: IpAddr = "fd00::9".parse().unwrap();
+    let settings = Settings { match_dst: 1, prefix4: 32, prefix6: 128, test_clock: 1 };
+    // (name, config, flows, destinations, whether the overflow queue must be used)
+    let cases = [
+        ("bcpqp, 1000 flows", "kind = \"bcpqp\"\nrate = \"400mbit\"\nqueue_size = 6000\nwindow = \"20ms\"", 1000, vec![v4], false),
+        ("bcpqp, 600 flows on two aggregates, max_flows 1024", "kind = \"bcpqp\"\nrate = \"100mbit\"\nqueue_size = \"30kb\"\nwindow = \"20ms\"\nmax_flows = 1024", 600, vec![v4, v6], false),
+        ("bcpqp, 300 flows, max_flows 48", "kind = \"bcpqp\"\nrate = \"40mbit\"\nqueue_size = 6000\nwindow = \"20ms\"\nmax_flows = 48", 300, vec![v4], true),
+        ("pqp, 500 flows", "kind = \"pqp\"\nrate = \"100mbit\"\nqueue_size = 3000", 500, vec![v4], false),
+        ("pqp, 400 flows, max_flows 100", "kind = \"pqp\"\nrate = \"50mbit\"\nqueue_size = 3000\nmax_flows = 100", 400, vec![v4], true),
+    ];
+    for (i, (name, cfg, flows, dsts, overflows)) in cases.into_iter().enumerate() {
+        let toml = format!("{cfg}\nflows = \"exact\"");
+        let cfg = EnforcerConfig::from_toml(&toml).unwrap();
+        let bpf = load(&cfg).expect("needs root");
+        let arrivals = on_off_flows(60 + i as u64, flows, &dsts, 300_000_000);
+        let mut core: HashMap<u64, (u64, ratekit_core::AnyPolicer)> = HashMap::new();
+        let mut flows_of: HashMap<u64, Vec<u64>> = HashMap::new();
+        let mut reasons = [0u64; 3];
+        let compare = |core: &HashMap<u64, (u64, ratekit_core::AnyPolicer)>, flows_of: &HashMap<u64, Vec<u64>>, at: usize| {
+            for (agg, raw) in bpf.states().unwrap() {
+                let st: FqState = bytemuck::pod_read_unaligned(&raw);
+                let seen = &flows_of[&agg.id()];
+                let (mut b, mut c) = (bpf_facts(&st, seen), core_facts(&core[&agg.id()].1, seen));
+                let flow = b.flows.iter().zip(&c.flows).find(|(x, y)| x != y).map(|(x, y)| (*x, *y));
+                assert_eq!(flow, None, "{name}: aggregate {} after packet {at}: first flow whose (flow, occupancy, magic) differ (bpf, core)", agg.ip());
+                (b.flows, c.flows) = (vec![], vec![]);
+                assert_eq!(b, c, "{name}: aggregate {} after packet {at}", agg.ip());
+            }
+        };
+        for (k, a) in arrivals.iter().enumerate() {
+            let pkt = parse(&a.frame, &settings).unwrap().pkt;
+            let (origin, p) = core.entry(pkt.aggregate).or_insert_with(|| (a.t, cfg.build_policer().unwrap()));
+            let want = p.on_arrival(Instant(a.t - *origin), &pkt);
+            let got = bpf.test_run(&a.frame, a.t).unwrap();
+            assert_eq!(got.is_pass(), want.is_pass(), "{name}: packet {k} at t={} flow {:x}: bpf {got:?}, core {want:?}", a.t, pkt.flow);
+            if let Verdict::Drop(r) = want {
+                reasons[ratekit_dataplane::maps::BPF_DROP_REASONS.iter().position(|&x| x == r).unwrap()] += 1;
+            }
+            let seen = flows_of.entry(pkt.aggregate).or_default();
+            if !seen.contains(&pkt.flow) {
+                seen.push(pkt.flow);
+            }
+            if k % 5000 == 4999 {
+                compare(&core, &flows_of, k);
+            }
+        }
+        compare(&core, &flows_of, arrivals.len());
+        let stats = bpf.stats().unwrap();
+        let by_reason: Vec<u64> = (0..3).map(|r| stats.iter().map(|(_, s)| s.drops_by_reason[r]).sum()).collect();
+        assert_eq!(by_reason, reasons, "{name}: drops by reason (overlimit, burst control, flow threshold)");
+        let passed: u64 = stats.iter().map(|(_, s)| s.passed_packets).sum();
+        let facts: Vec<ExactFacts> = core.iter().map(|(agg, (_, p))| core_facts(p, &flows_of[agg])).collect();
+        let (created, reclaimed, overflowed) = facts.iter().fold((0, 0, 0), |(c, r, o), f| (c + f.created, r + f.reclaimed, o + f.overflow_packets));
+        let (fills, removals) = facts.iter().fold((0, 0), |(a, b), f| (a + f.burst_events.0, b + f.burst_events.1));
+        println!("{name}: {} packets, {passed} passed, drops by reason {reasons:?}, flows created {created}, reclaimed {reclaimed}, overflow packets {overflowed}, magic fills {fills}, removals {removals}", arrivals.len());
+        // Vectors that never drop, never reclaim or never fill would not test what they claim.
+        let n = arrivals.len() as u64;
+        assert!(passed > n / 10 && passed < n * 9 / 10, "{name}: passed {passed} of {n}");
+        assert!(reclaimed > flows as u64 / 4, "{name}: only {reclaimed} flows reclaimed");
+        assert_eq!(overflowed > 0, overflows, "{name}: overflow packets {overflowed}");
+        if cfg.kind() == "bcpqp" {
+            assert!(fills > 0 && removals > 0 && reasons[1] > 0, "{name}: burst control never acted");
+        }
+    }
 }
