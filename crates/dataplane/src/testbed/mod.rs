@@ -27,22 +27,13 @@ use crate::netns::{self, veth_pair, Netns};
 use crate::pipeline::PipelineConfig;
 use crate::tc::Direction;
 use ratekit_core::{DropReason, EnforcerConfig};
-use plan::Plan;
+use plan::{receiver_addr, sender_addr, Plan};
 use ratekit_lab::scenario::{Placement, ScenarioError};
 use ratekit_lab::summary::{EnforcerCounts, Summary};
-use std::net::Ipv4Addr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-pub fn receiver_addr(aggregate: u32) -> Ipv4Addr {
-    Ipv4Addr::new(10, 199, 0, 10 + aggregate as u8)
-}
-
-pub fn sender_addr(rtt_class: usize) -> Ipv4Addr {
-    Ipv4Addr::new(10, 199, 0, 1 + rtt_class as u8)
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum TestbedError {

@@ -6,7 +6,18 @@
 
 use ratekit_core::Duration;
 use ratekit_lab::scenario::{self, AppConfig, CcKind, Placement, Resolved, ScenarioError};
+use std::net::Ipv4Addr;
 use std::path::Path;
+
+/// The receiver namespace's address for an aggregate.
+pub fn receiver_addr(aggregate: u32) -> Ipv4Addr {
+    Ipv4Addr::new(10, 199, 0, 10 + aggregate as u8)
+}
+
+/// The sender's address for an RTT class: the middlebox delays by address.
+pub fn sender_addr(rtt_class: usize) -> Ipv4Addr {
+    Ipv4Addr::new(10, 199, 0, 1 + rtt_class as u8)
+}
 
 /// One flow as the testbed runs it.
 #[derive(Debug, Clone)]

@@ -105,7 +105,7 @@ pub fn build(
             let retransmitted: u64 = tcp.iter().map(|t| t.retransmits).sum();
             RttClass {
                 rtt_ms: millis(*rtt),
-                sender: super::sender_addr(c).to_string(),
+                sender: super::plan::sender_addr(c).to_string(),
                 flows: members.len(),
                 mean_goodput_bps: goodput / members.len() as f64,
                 measured_min_rtt_ms: spread,
