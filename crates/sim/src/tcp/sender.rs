@@ -386,6 +386,7 @@ impl TcpSender {
         let mut newest: Option<Seg> = None;
         let mut rtt_sample: Option<u64> = None;
         let mut sack_rtt: Option<u64> = None;
+        let mut una_advanced = false;
 
         if ack > self.conn.snd_una && ack <= self.conn.snd_nxt {
             for seq in self.conn.snd_una..ack {
@@ -407,7 +408,7 @@ impl TcpSender {
             }
             self.conn.snd_una = ack;
             self.backoff = 0;
-            self.rto_deadline = if self.packets_out() > 0 { Some(now + self.rto_ns) } else { None };
+            una_advanced = true;
         }
         if sack != NO_SACK && sack >= self.conn.snd_una && sack < self.conn.snd_nxt {
             let i = (sack - self.conn.snd_una) as usize;
@@ -433,9 +434,11 @@ impl TcpSender {
         let rtt = rtt_sample.or(sack_rtt);
         if let Some(r) = rtt {
             self.update_rtt(r);
-            if self.rto_deadline.is_some() && self.backoff == 0 {
-                self.rto_deadline = Some(now + self.rto_ns);
-            }
+        }
+        // tcp_set_xmit_timer runs only when snd_una advances (FLAG_SET_XMIT_TIMER); a SACK
+        // with an RTT sample leaves the RTO where it is.
+        if una_advanced {
+            self.rto_deadline = (self.packets_out() > 0).then(|| now + self.rto_ns);
         }
         rs.rtt_ns = rtt;
         if self.tlp_high_seq.is_some_and(|h| self.conn.snd_una >= h) {
@@ -589,6 +592,11 @@ impl TcpSender {
                 Some(seq) => {
                     self.retx_queue.pop_front();
                     self.mark_retransmitted(seq, now);
+                    // tcp_xmit_retransmit_queue: retransmitting the head restarts the RTO
+                    // (backed off) unless the RACK reorder timer holds the one timer.
+                    if seq == self.conn.snd_una && self.reo_deadline.is_none() {
+                        self.rto_deadline = Some(now + (self.rto_ns << self.backoff.min(16)).min(RTO_MAX_NS));
+                    }
                     seq
                 }
                 None => self.push_new_segment(now),
@@ -935,5 +943,41 @@ mod tests {
         assert_eq!((tx.stats.loss_probes, tx.stats.timeouts), (1, 0));
         let done = rx.completed_ns.expect("checked");
         assert!((200_000_000..300_000_000).contains(&done), "repaired by the probe at about srtt + 200 ms + RTT/2, not later: {done} ns");
+    }
+
+    #[test]
+    fn the_rto_restarts_on_a_head_retransmission_and_not_on_a_sack() {
+        // tcp_xmit_retransmit_queue rearms the RTO when it retransmits the head; tcp_ack
+        // rearms it only when snd_una advances (FLAG_SET_XMIT_TIMER), never for a SACK alone.
+        let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Cubic, 1), App::Backlogged);
+        let mut rx = TcpReceiver::new(RECEIVER, 0, None);
+        let (mut prev, mut sent_since, mut dropped) = ((0u32, None), false, false);
+        let (mut head_retx, mut sacks) = (0, 0);
+        run_path(&mut tx, &mut rx, 100e6, 20_000_000, 2_000_000_000, |tx, event| {
+            match event {
+                Event::Send(p) => {
+                    let lost = p.seq == 100 && !dropped;
+                    dropped |= lost;
+                    sent_since = true;
+                    if p.seq == tx.conn.snd_una && tx.segs[0].retrans && tx.reo_deadline.is_none() {
+                        head_retx += 1;
+                        assert_eq!(tx.rto_deadline, Some(tx.last_send_ns + (tx.rto_ns << tx.backoff)), "RTO from the head's retransmission");
+                    }
+                    return !lost;
+                }
+                Event::Ack => {
+                    let head_just_resent = tx.segs.front().is_some_and(|h| h.retrans && h.xmit_ns == tx.conn.now_ns);
+                    if tx.conn.snd_una == prev.0 && !sent_since && !head_just_resent && tx.packets_out() > 0 {
+                        sacks += 1;
+                        assert_eq!(tx.rto_deadline, prev.1, "a SACK moved the RTO");
+                    }
+                }
+                Event::Timer => {}
+            }
+            prev = (tx.conn.snd_una, tx.rto_deadline);
+            sent_since = false;
+            true
+        });
+        assert!(head_retx >= 1 && sacks > 3, "{head_retx} head retransmissions, {sacks} SACKs");
     }
 }
