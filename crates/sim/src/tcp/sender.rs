@@ -237,12 +237,14 @@ impl TcpSender {
             if now >= d {
                 self.reo_deadline = None;
                 self.refresh_conn(now);
-                let newly_lost = self.detect_losses(now);
-                if newly_lost > 0 && self.conn.ca_state == CaState::Open {
+                // tcp_rack_reo_timeout: new losses start Recovery from any other state, Loss
+                // included, with one PRR step; in Recovery they are only retransmitted.
+                let (newly_lost, _) = self.detect_losses(now);
+                if newly_lost > 0 && self.conn.ca_state != CaState::Recovery {
                     self.enter_recovery(now);
-                }
-                if self.conn.ca_state == CaState::Recovery && self.cc.pacing_rate().is_none() {
-                    self.prr(0, newly_lost > 0);
+                    if self.cc.pacing_rate().is_none() {
+                        self.prr(1, true);
+                    }
                 }
             }
         }
@@ -476,8 +478,11 @@ impl TcpSender {
             self.conn.ca_state = CaState::Open;
             self.cc.set_state(&self.conn, CaState::Open);
         }
-        let newly_lost = self.detect_losses(now);
-        if newly_lost > 0 && self.conn.ca_state == CaState::Open {
+        // tcp_fastretrans_alert: in Loss, a retransmission found lost again (FLAG_LOST_RETRANS)
+        // falls through to tcp_enter_recovery, so the flow repairs with PRR instead of waiting
+        // in Loss for the next RTO.
+        let (newly_lost, lost_retrans) = self.detect_losses(now);
+        if newly_lost > 0 && (self.conn.ca_state == CaState::Open || (self.conn.ca_state == CaState::Loss && lost_retrans)) {
             self.enter_recovery(now);
         }
         rs.losses = (self.conn.lost - prior_lost) as u32;
@@ -497,11 +502,13 @@ impl TcpSender {
     }
 
     /// RACK (RFC 8985 / tcp_recovery.c): a segment is lost once a segment sent after it was
-    /// delivered and the reordering window has passed. Returns how many were newly marked.
-    fn detect_losses(&mut self, now: u64) -> u64 {
+    /// delivered and the reordering window has passed. Returns how many were newly marked and
+    /// whether a retransmission was among them.
+    fn detect_losses(&mut self, now: u64) -> (u64, bool) {
         if self.sacked_out == 0 && self.conn.ca_state == CaState::Open {
-            return 0;
+            return (0, false);
         }
+        let mut lost_retrans = false;
         let reo_wnd = if self.conn.ca_state >= CaState::Recovery || self.sacked_out >= DUPTHRESH {
             0
         } else {
@@ -528,12 +535,13 @@ impl TcpSender {
                 if seg.retrans {
                     seg.retrans = false;
                     self.retrans_out -= 1;
+                    lost_retrans = true;
                 }
                 if !seg.lost {
                     seg.lost = true;
                     self.lost_out += 1;
                 }
-                self.retx_queue.push_back(seq);
+                self.queue_retransmission(seq);
                 newly += 1;
             } else {
                 next_timeout = Some(next_timeout.map_or(deadline, |t: u64| t.min(deadline)));
@@ -541,7 +549,19 @@ impl TcpSender {
         }
         self.conn.lost += newly;
         self.reo_deadline = next_timeout;
-        newly
+        (newly, lost_retrans)
+    }
+
+    /// tcp_xmit_retransmit_queue walks the lost segments in sequence order from the head
+    /// (`tcp_verify_retransmit_hint` moves its hint back to a lower segment marked lost), so a
+    /// retransmission found lost again goes out before the later losses. Queued behind them,
+    /// the head waited for every other repair while snd_una stood still, and the RTO fired.
+    fn queue_retransmission(&mut self, seq: u32) {
+        if self.retx_queue.back().is_none_or(|&last| last < seq) {
+            self.retx_queue.push_back(seq);
+        } else if let Err(i) = self.retx_queue.binary_search(&seq) {
+            self.retx_queue.insert(i, seq);
+        }
     }
 
     fn seg_len(&self, seq: u32) -> u32 {
@@ -1112,5 +1132,33 @@ mod tests {
             true
         });
         assert!(head_retx >= 1 && sacks > 3, "{head_retx} head retransmissions, {sacks} SACKs");
+    }
+
+    #[test]
+    fn a_retransmission_lost_again_in_loss_starts_recovery() {
+        // Everything from segment 40 on is lost until the RTO; after it, the retransmission
+        // of 41 is lost again while 42's is SACKed. RACK finds the lost retransmission and
+        // tcp_fastretrans_alert leaves Loss for Recovery (FLAG_LOST_RETRANS).
+        let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Cubic, 1), App::Backlogged);
+        let mut rx = TcpReceiver::new(RECEIVER, 0, None);
+        let (mut dropped_41, mut recovery_after_rto, mut repaired_before_next_rto) = (false, false, false);
+        run_path(&mut tx, &mut rx, 100e6, 20_000_000, 1_500_000_000, |tx, event| match event {
+            Event::Send(p) => {
+                if tx.stats.timeouts == 0 {
+                    return p.seq < 40;
+                }
+                let lost = p.seq == 41 && !dropped_41;
+                dropped_41 |= lost;
+                !lost
+            }
+            _ => {
+                recovery_after_rto |= tx.stats.timeouts == 1 && tx.conn.ca_state == CaState::Recovery;
+                repaired_before_next_rto |= tx.stats.timeouts == 1 && tx.conn.snd_una > 41;
+                true
+            }
+        });
+        assert!(dropped_41, "the retransmission of 41 was sent");
+        assert!(recovery_after_rto, "Recovery entered from Loss");
+        assert!(repaired_before_next_rto, "41 repaired without another RTO");
     }
 }
