@@ -74,7 +74,6 @@ pub struct TcpSender {
     // Rate sampling (tcp_rate.c)
     delivered_ns: u64,
     first_tx_ns: u64,
-    app_limited_until: u64,
     // Recovery (PRR)
     high_seq: u32,
     prior_cwnd: u32,
@@ -114,6 +113,7 @@ impl TcpSender {
                 mss: MSS,
                 edt_ns: 0,
                 fq_paced: false,
+                app_limited: 0,
             },
             segs: VecDeque::new(),
             sacked_out: 0,
@@ -133,7 +133,6 @@ impl TcpSender {
             tlp_high_seq: None,
             delivered_ns: 0,
             first_tx_ns: 0,
-            app_limited_until: 0,
             high_seq: 0,
             prior_cwnd: 0,
             prr_delivered: 0,
@@ -447,8 +446,8 @@ impl TcpSender {
         if self.tlp_high_seq.is_some_and(|h| self.conn.snd_una >= h) {
             self.tlp_high_seq = None;
         }
-        if self.app_limited_until > 0 && self.conn.delivered > self.app_limited_until {
-            self.app_limited_until = 0;
+        if self.conn.app_limited > 0 && self.conn.delivered > self.conn.app_limited {
+            self.conn.app_limited = 0;
         }
         // Delivery-rate sample (tcp_rate_gen).
         if let Some(n) = newest {
@@ -595,7 +594,7 @@ impl TcpSender {
                 if in_flight < self.conn.cwnd {
                     self.conn.cwnd_limited = false;
                     // tcp_rate_check_app_limited
-                    self.app_limited_until = (self.conn.delivered + in_flight as u64).max(1);
+                    self.conn.app_limited = (self.conn.delivered + in_flight as u64).max(1);
                 }
                 break;
             }
@@ -664,7 +663,7 @@ impl TcpSender {
         s.delivered = self.conn.delivered;
         s.delivered_ns = self.delivered_ns;
         s.first_tx_ns = self.first_tx_ns;
-        s.app_limited = self.app_limited_until > 0;
+        s.app_limited = self.conn.app_limited > 0;
     }
 
     fn mark_retransmitted(&mut self, seq: u32, now: u64) {
@@ -993,6 +992,31 @@ mod tests {
         assert_eq!(together(retransmitted(pair)), 2);
         let half = half.expect("a pair after 1.5 s");
         assert_eq!(together(retransmitted(half)), 1, "a lost half goes back alone");
+    }
+
+    #[test]
+    fn bbr_marks_what_it_sends_in_probe_rtt_app_limited() {
+        // bbr_update_min_rtt sets tp->app_limited in ProbeRTT: the four-segment flight is not
+        // the path's rate. A backlogged flow is otherwise never app-limited.
+        let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Bbr, 1), App::Backlogged);
+        let mut rx = TcpReceiver::new(RECEIVER, 0, None);
+        let (mut in_probe_rtt, mut marked, mut marked_elsewhere) = (0, 0, 0);
+        run_path(&mut tx, &mut rx, 20e6, 20_000_000, 10_600_000_000, |tx, event| {
+            if let Event::Send(p) = event {
+                let app_limited = tx.segs[(p.seq - tx.conn.snd_una) as usize].app_limited;
+                match &tx.cc {
+                    Cc::Bbr(b) if b.mode == crate::cc::bbr::Mode::ProbeRtt => {
+                        in_probe_rtt += 1;
+                        marked += app_limited as u32;
+                    }
+                    _ => marked_elsewhere += app_limited as u32,
+                }
+            }
+            true
+        });
+        assert!(in_probe_rtt > 20, "{in_probe_rtt} segments sent in ProbeRTT");
+        assert_eq!(marked, in_probe_rtt, "every segment sent in ProbeRTT is app-limited");
+        assert!(marked_elsewhere < in_probe_rtt, "{marked_elsewhere} app-limited outside ProbeRTT");
     }
 
     #[test]
