@@ -949,7 +949,7 @@ mod tests {
             true
         });
         let segments: u32 = xmits.iter().map(|x| x.2 / MSS).sum();
-        let in_pairs: u32 = xmits.iter().filter(|x| x.2 == 2 * MSS).map(|x| 2).sum();
+        let in_pairs = 2 * xmits.iter().filter(|x| x.2 == 2 * MSS).count() as u32;
         assert!(segments > 3000, "{segments} segments");
         assert!(in_pairs as f64 > 0.9 * segments as f64, "{in_pairs} of {segments} segments in pairs");
         let mut spacing: Vec<f64> = xmits.windows(2).map(|w| (w[1].0 - w[0].0) as f64 * w[0].1 / 1e9 / w[0].2 as f64).collect();
