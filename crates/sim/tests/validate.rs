@@ -147,8 +147,16 @@ fn runs_are_deterministic_per_seed() {
 fn bcpqp_mix_of_100_aggregates_enforces_the_rate() {
     // speed-100-aggregates.toml shortened to 4 s (the full 60 s is the speed benchmark, not a
     // CI test). Aggregates of backlogged flows must get ≈ r together (goodput is 0.965 of the
-    // wire rate), none above 1.05 (the 10 MB phantom queues still absorb start-up bursts this
-    // early), and stay bounded in the tail; on-off-only aggregates must not exceed r.
+    // wire rate) and stay bounded in the tail; on-off-only aggregates must not exceed r.
+    // No single aggregate may pass more than burst control lets n flows starting together
+    // through (000 §4): a burst of at most θ+·X·(ln n + 0.5772) beyond r, X = r·T, θ+ = 1.5,
+    // T = 100 ms, n = 10, which over the 2 s measured is a mean of at most
+    // 0.965·(1 + 1.5·0.1·2.88/2) = 1.17. Phantom queues alone bound nothing this early
+    // (Theorem 1: r·Δt + ΣB, B = 10 MB per queue). The bound was 1.05, which measured how far
+    // the start-up had got rather than the enforcement: ten CUBIC flows at 2 ms (aggregate 5)
+    // run above r while their phantom queues fill, at 1.14 over 4-6 s and 1.046 over the full
+    // 60 s; with Linux's Loss-to-Recovery transition they leave their start-up losses sooner
+    // and that phase begins inside the window (1.072).
     // One aggregate's 2 s mean is no tighter than 0.75: ten BBR (aggregate 10) or Vegas
     // (aggregate 15) flows at 2 ms RTT lose about half their packets to the policer, and their
     // mean varies with the seed, 0.78-0.92 over seeds 1-5 with either tail-loss-probe timing
@@ -167,7 +175,7 @@ fn bcpqp_mix_of_100_aggregates_enforces_the_rate() {
     let together = backlogged.iter().map(|a| a.mean_normalized_throughput).sum::<f64>() / backlogged.len() as f64;
     assert!((0.93..1.02).contains(&together), "backlogged aggregates together: {together:.3}");
     for a in backlogged {
-        assert!((0.75..1.05).contains(&a.mean_normalized_throughput), "aggregate {}: {:.3}", a.id, a.mean_normalized_throughput);
+        assert!((0.75..1.17).contains(&a.mean_normalized_throughput), "aggregate {}: {:.3}", a.id, a.mean_normalized_throughput);
         assert!(a.p99_normalized_throughput < 1.5, "aggregate {}: p99 {:.3}", a.id, a.p99_normalized_throughput);
     }
     for a in s.aggregates[17..34].iter().chain(&s.aggregates[67..84]) {

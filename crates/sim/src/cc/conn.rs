@@ -32,6 +32,9 @@ pub struct Conn {
     pub edt_ns: u64,
     /// The sender paces under fq (Linux's `sk_pacing_status != SK_PACING_NONE`).
     pub fq_paced: bool,
+    /// Linux's `tp->app_limited`: segments sent while it is non-zero carry app-limited rate
+    /// samples, until more than this many segments are delivered.
+    pub app_limited: u64,
 }
 
 /// A delivery-rate sample (net/ipv4/tcp_rate.c), taken on every ACK.

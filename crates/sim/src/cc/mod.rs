@@ -86,6 +86,15 @@ impl Cc {
         }
     }
 
+    /// `bbr_min_tso_segs`: the fewest segments a model that paces itself puts in one
+    /// transmission at its pacing rate (BBR: single segments below 1.2 Mbit/s).
+    pub fn min_tso_segs(&self) -> Option<u32> {
+        match self {
+            Cc::Bbr(x) => Some(if x.pacing_rate_bytes_per_sec() < 1.2e6 / 8.0 { 1 } else { 2 }),
+            _ => None,
+        }
+    }
+
     /// Restart after idle (`CA_EVENT_TX_START`).
     pub fn on_tx_start(&mut self, now_ns: u64, idle_since_ns: u64) {
         if let Cc::Cubic(x) = self {
