@@ -45,25 +45,12 @@ impl ClassFlowPqp {
 
     /// Counters summed over the classes.
     pub fn stats(&self) -> PqpStats {
-        self.classes.iter().fold(PqpStats::default(), |mut t, c| {
-            let s = c.flows.stats();
-            t.passed_packets += s.passed_packets;
-            t.passed_bytes += s.passed_bytes;
-            t.dropped_packets += s.dropped_packets;
-            t.dropped_bytes += s.dropped_bytes;
-            t
-        })
+        self.classes.iter().map(|c| c.flows.stats()).sum()
     }
 
     /// Flow-table counters summed over the classes.
     pub fn flow_stats(&self) -> FlowStats {
-        self.classes.iter().fold(FlowStats::default(), |mut t, c| {
-            let s = c.flows.flow_stats();
-            t.flows_created += s.flows_created;
-            t.flows_reclaimed += s.flows_reclaimed;
-            t.overflow_packets += s.overflow_packets;
-            t
-        })
+        self.classes.iter().map(|c| c.flows.flow_stats()).sum()
     }
 
     /// Flows holding a queue now, over every class.

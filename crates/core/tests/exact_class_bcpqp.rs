@@ -1,0 +1,155 @@
+//! BC-PQP with exact per-flow queues inside classes (`kind = "bcpqp"`, `flows = "exact"`,
+//! `classify = "class"`, issue 17 item 1): the policy's shares between classes and equal shares
+//! among a class's flows with burst control on; the rate bound over every window with magic
+//! counted; burst control judged per flow against its class's share; flows reclaimed; config.
+
+use proptest::prelude::*;
+use ratekit_core::bcpqp_class_flows::ClassFlowBcPqp;
+use ratekit_core::{AnyPolicer, DropReason, EnforcerConfig, Instant, Packet, Policer, Verdict};
+
+mod class_flows;
+use class_flows::{
+    config, nested_with_8_and_3_flows, priority_with_10_and_20_flows, trains, weighted_3_to_1_with_50_and_5_flows, Source,
+    NANOS, RATE,
+};
+
+fn build(rate: u64, size: u64, classes: usize, policy: &str, extra: &str) -> ClassFlowBcPqp {
+    match EnforcerConfig::from_toml(&config("bcpqp", rate, size, classes, policy, extra)).unwrap().build_policer().unwrap() {
+        AnyPolicer::BcpqpClassFlows(p) => *p,
+        other => panic!("built {other:?}"),
+    }
+}
+
+/// The three share scenarios of `exact_class_flows.rs`, with every backlogged flow filled with magic.
+#[test]
+fn weighted_classes_share_by_weight_and_flows_equally_inside() {
+    let p = weighted_3_to_1_with_50_and_5_flows(build);
+    assert!(p.burst_events().0 > 0, "backlogged flows are filled with magic");
+}
+
+#[test]
+fn priority_class_gets_its_demand_and_the_rest_is_shared_per_flow() {
+    priority_with_10_and_20_flows(build);
+}
+
+#[test]
+fn nested_policy_shares_by_tree_then_per_flow() {
+    nested_with_8_and_3_flows(build);
+}
+
+/// Burst control judges each flow against its class's share: weights 3:1, class 0 backlogged, and
+/// in class 1 one steady flow (10 kB per 100 ms window, under θ+·X_i) beside one that sends 50 kB
+/// per window. Class 1's share is r/4 (31.25 kB per window), X_i = 15.6 kB for its 2 flows, so
+/// the burst crosses θ+·X_i = 23.4 kB and is filled with magic and held back by it; under the flat
+/// r·T/n (62.5 kB, θ+·X = 94 kB) it never would be. The steady flow is never filled and loses nothing.
+#[test]
+fn a_flow_bursting_above_its_class_share_gets_magic_and_its_neighbour_does_not() {
+    let (steady, bursty) = (5u64, 6u64);
+    let mut sources: Vec<Source> = (0..5).map(|_| Source { class: 0, offered: RATE / 2 }).collect();
+    sources.push(Source { class: 1, offered: 100_000 });
+    sources.push(Source { class: 1, offered: 500_000 });
+    let mut p = build(RATE, 200_000, 2, "weighted", "weights = [3, 1]");
+    let (mut steady_dropped, mut bursty_held, mut bursty_magic) = (0, 0, 0u64);
+    for (t, pkt) in trains(4, &sources, 10) {
+        let verdict = p.on_arrival(Instant(t), &pkt);
+        if pkt.flow == steady {
+            steady_dropped += !verdict.is_pass() as u64;
+            assert_eq!(p.flow_magic_nb(1, steady), 0, "the steady flow was filled at {t} ns");
+        }
+        if pkt.flow == bursty {
+            bursty_held += (verdict == Verdict::Drop(DropReason::BurstControl)) as u64;
+            bursty_magic = bursty_magic.max(p.flow_magic_nb(1, bursty));
+        }
+    }
+    assert_eq!(steady_dropped, 0);
+    assert!(bursty_magic > 0 && bursty_held > 100, "bursty flow: magic {bursty_magic} nb, {bursty_held} packets held back");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Over every window (t1, t2]: bytes passed + magic added − magic removed ≤ r·Δt + Q(t2) −
+    /// Q(t1), Q the classes' queues, magic included (the tree serves at most r·Δt); and after each
+    /// arrival the flows of its class hold what the class's queue holds, plus less than one
+    /// nano-byte per flow. Bursty arrivals over 3 classes and 300 flows under a nested policy,
+    /// with a short window and low θ+ so that magic comes and goes.
+    #[test]
+    fn rate_bound_over_every_window_and_flows_match_their_class(
+        rate in 200_000u64..20_000_000,
+        size in 1_600u64..40_000,
+        arrivals in prop::collection::vec(
+            (prop_oneof![8 => 0u64..20_000, 1 => Just(0u64), 1 => 1_000_000u64..10_000_000], 0u64..300, 0u16..3, 40u32..1600),
+            1..2000),
+    ) {
+        let mut p = build(rate, size, 3, "priority(0, weighted(1:1, 2:3))", "window = \"5ms\"\ntheta_plus = 1.1\ntheta_minus = 0.9");
+        let queued_and_magic = |p: &ClassFlowBcPqp| {
+            let queued: u128 = (0..3).map(|c| p.class_occupancy_nb(c) as u128).sum();
+            let (added, removed) = p.magic_totals_nb();
+            (queued, added, removed)
+        };
+        let mut starts: Vec<(u64, u128, (u128, u128, u128))> = vec![(0, 0, (0, 0, 0))];
+        let (mut t, mut passed) = (0u64, 0u128);
+        for (i, &(gap, flow, class, len)) in arrivals.iter().enumerate() {
+            t += gap;
+            let c = class as usize;
+            if p.on_arrival(Instant(t), &Packet { len, flow, class, ..Packet::default() }).is_pass() {
+                passed += len as u128 * NANOS as u128;
+            }
+            let (class_q, flows_q) = (p.class_occupancy_nb(c) as u128, p.class_flows_backlog_nb(c));
+            prop_assert!(flows_q >= class_q && flows_q < class_q + p.class_flows(c) as u128 + 1,
+                "packet {}: class {} holds {} nb, its flows {} nb", i, c, class_q, flows_q);
+            let (queued, added, removed) = queued_and_magic(&p);
+            for &(t1, passed1, (queued1, added1, removed1)) in &starts {
+                let service = rate as u128 * (t - t1) as u128;
+                prop_assert!(passed - passed1 + added - added1 + queued1 <= service + queued + removed - removed1,
+                    "packet {}: passed {} nb over ({}, {}], r·Δt {} nb, queued {} → {} nb", i, passed - passed1, t1, t, service, queued1, queued);
+            }
+            if i % 97 == 0 {
+                starts.push((t, passed, (queued, added, removed)));
+            }
+        }
+        let (fills, removals) = p.burst_events();
+        prop_assert!(removals <= fills);
+    }
+}
+
+/// The magic of the bound test above does come and go, so the bound is tested with it.
+#[test]
+fn the_bound_tests_traffic_fills_and_removes_magic() {
+    let mut p = build(1_000_000, 20_000, 3, "priority(0, weighted(1:1, 2:3))", "window = \"5ms\"\ntheta_plus = 1.1\ntheta_minus = 0.9");
+    for i in 0..20_000u64 {
+        // 40 flows in bursts of 50 packets, 2 ms of silence between bursts.
+        let t = i * 5_000 + (i / 50) * 2_000_000;
+        p.on_arrival(Instant(t), &Packet { len: 800, flow: i % 40, class: (i % 3) as u16, ..Packet::default() });
+    }
+    let (fills, removals) = p.burst_events();
+    assert!(fills > 10 && removals > 10, "fills {fills}, removals {removals}");
+}
+
+/// 100,000 flows seen one packet each, spread over the classes: a flow is held until its window
+/// ends (100 ms, 100 flows at 1 ms apart), then reclaimed; the state follows the live flows.
+#[test]
+fn drained_flows_are_reclaimed_once_their_window_ends() {
+    let mut p = build(1_250_000, 20_000, 4, "weighted", "weights = [1, 2, 3, 4]");
+    let mut most = 0;
+    for f in 0..100_000u64 {
+        p.on_arrival(Instant(f * 1_000_000), &Packet { len: 1000, flow: f, class: (f % 4) as u16, ..Packet::default() });
+        most = most.max(p.flows());
+    }
+    let stats = p.flow_stats();
+    assert_eq!(stats.flows_created, 100_000);
+    assert!(stats.flows_reclaimed >= 99_890, "{stats:?}");
+    assert!(most <= 104, "{most} flows held at once");
+    assert!(p.memory_bytes() < 24_000, "{} bytes", p.memory_bytes());
+}
+
+#[test]
+fn config_is_accepted_and_errors_name_the_field() {
+    let err = |text: String| EnforcerConfig::from_toml(&text).and_then(|c| c.build_policer().map(|_| ())).unwrap_err();
+    let ok = config("bcpqp", RATE, 20_000, 2, "priority", "");
+    assert!(matches!(EnforcerConfig::from_toml(&ok).unwrap().build_policer().unwrap(), AnyPolicer::BcpqpClassFlows(_)));
+    // Every class may hold max_flows flows of B each: the total must fit an aggregate.
+    assert_eq!(err(config("bcpqp", RATE, 10_000_000, 4, "fair", "max_flows = 1000")).field, "queue_size");
+    assert_eq!(err(config("bcpqp", RATE, 20_000, 2, "weighted", "theta_minus = 3")).field, "theta_minus");
+    assert_eq!(err(config("bcpqp", RATE, 20_000, 2, "weighted", "weights = [1]")).field, "weights");
+}
