@@ -65,6 +65,32 @@ fn a_flow_bursting_above_its_class_share_gets_magic_and_its_neighbour_does_not()
     assert!(bursty_magic > 0 && bursty_held > 100, "bursty flow: magic {bursty_magic} nb, {bursty_held} packets held back");
 }
 
+/// Priority: a flow of the second class fills with magic while it is alone, then the first
+/// class's flows take the whole rate. The fluid policy serves the second class nothing, so its
+/// flow's magic stays (θ− takes X_i = 0 while outranked, as class-queued BC-PQP does) and it
+/// passes less than one queue of B from then on.
+#[test]
+fn an_outranked_class_keeps_its_flows_magic() {
+    const B: u64 = 200_000;
+    let mut sources: Vec<Source> = (0..10).map(|_| Source { class: 0, offered: RATE / 5 }).collect();
+    sources.push(Source { class: 1, offered: RATE / 20 });
+    let lone = trains(5, &[Source { class: 1, offered: 3 * RATE }], 1);
+    let mut p = build(RATE, B, 2, "priority", "");
+    for (t, pkt) in &lone {
+        p.on_arrival(Instant(*t), &Packet { flow: 10, ..*pkt });
+    }
+    assert!(p.flow_magic_nb(1, 10) > 0, "the lone burst is filled with magic");
+    let mut starved = 0;
+    for (t, pkt) in trains(6, &sources, 20) {
+        let t = t + NANOS;
+        if p.on_arrival(Instant(t), &pkt).is_pass() && pkt.class == 1 && t >= 2 * NANOS {
+            starved += pkt.len as u64;
+        }
+    }
+    assert!(starved < B, "the outranked class passed {starved} bytes");
+    assert!(p.flow_magic_nb(1, 10) > 0);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
