@@ -19,31 +19,27 @@
 
 use crate::bcpqp::{BcPqpConfig, BurstParams, BurstState};
 use crate::bcpqp_flows::{FlowBurst, Thresholds};
-use crate::phantom::FlowStats;
-use crate::pqp::{Pqp, PqpStats};
-use crate::pqp_flows::FlowPqp;
+use crate::pqp_class_flows::ClassFlows;
 use crate::units::NANOS_PER_SEC;
 use crate::{Instant, Packet, Policer, Verdict};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-/// One class: its flows, its queue's occupancy when they were last served, its demand per window.
-#[derive(Debug, Clone)]
-struct Class {
-    flows: FlowPqp<FlowBurst>,
-    synced: u64,
+/// One class's burst control: its demand per window and its flows' cached θ±.
+#[derive(Debug, Clone, Default)]
+struct ClassBurst {
     /// Only `accepted`, `accepted_prev` and `window_end` are used: the class's bytes per window.
     demand: BurstState,
     /// θ± taken at this class share (nano-bytes per T) and `thresholds.n` flows.
-    thresholds_share: u64,
+    share: u64,
     thresholds: Thresholds,
 }
 
 /// One aggregate's BC-PQP over classes of exact flow queues.
 #[derive(Debug, Clone)]
 pub struct ClassFlowBcPqp {
-    tree: Pqp,
-    classes: Box<[Class]>,
+    classes: ClassFlows<FlowBurst>,
+    class_burst: Box<[ClassBurst]>,
     burst: Arc<BurstParams>,
     /// (window end, class, slot) of every window started, in order of end.
     windows: VecDeque<(u64, u32, u32)>,
@@ -59,19 +55,10 @@ pub struct ClassFlowBcPqp {
 impl ClassFlowBcPqp {
     /// Panics on an invalid config: call [`BcPqpConfig::validate`] first (config.rs does).
     pub fn new(cfg: &BcPqpConfig) -> Self {
-        let burst = Arc::new(BurstParams::of(cfg));
-        let pqp = cfg.pqp();
-        let class = Class {
-            flows: FlowPqp::new(&pqp),
-            synced: 0,
-            demand: BurstState::default(),
-            thresholds_share: 0,
-            thresholds: Thresholds::default(),
-        };
         ClassFlowBcPqp {
-            tree: Pqp::new(&pqp),
-            classes: vec![class; cfg.queues as usize].into_boxed_slice(),
-            burst,
+            classes: ClassFlows::new(&cfg.pqp()),
+            class_burst: vec![ClassBurst::default(); cfg.queues as usize].into_boxed_slice(),
+            burst: Arc::new(BurstParams::of(cfg)),
             windows: VecDeque::new(),
             next_end: u64::MAX,
             last: 0,
@@ -82,14 +69,9 @@ impl ClassFlowBcPqp {
         }
     }
 
-    /// Counters summed over the classes.
-    pub fn stats(&self) -> PqpStats {
-        self.classes.iter().map(|c| c.flows.stats()).sum()
-    }
-
-    /// Flow-table counters summed over the classes.
-    pub fn flow_stats(&self) -> FlowStats {
-        self.classes.iter().map(|c| c.flows.flow_stats()).sum()
+    /// The class tree and every class's flows (inspection).
+    pub fn classes(&self) -> &ClassFlows<FlowBurst> {
+        &self.classes
     }
 
     /// How many times a flow was filled with magic, and how many times magic was removed.
@@ -102,83 +84,56 @@ impl ClassFlowBcPqp {
         (self.magic_added_nb, self.magic_removed_nb)
     }
 
-    /// Flows holding a queue now, over every class.
-    pub fn flows(&self) -> usize {
-        self.classes.iter().map(|c| c.flows.flows()).sum()
-    }
-
-    /// Memory of one aggregate: the class tree, every class's flows, the window FIFO.
+    /// Memory of one aggregate: the class tree, every class's flows and burst state, the window FIFO.
     pub fn memory_bytes(&self) -> usize {
         std::mem::size_of::<Self>()
-            + self.tree.memory_bytes()
-            + self.classes.iter().map(|c| std::mem::size_of::<Class>() + c.flows.memory_bytes()).sum::<usize>()
+            + self.classes.memory_bytes()
+            + std::mem::size_of_val(&*self.class_burst)
             + self.windows.capacity() * std::mem::size_of::<(u64, u32, u32)>()
-    }
-
-    /// Occupancy of class `c`'s queue in nano-bytes (its flows' sum, magic included), as of the last arrival.
-    pub fn class_occupancy_nb(&self, c: usize) -> u64 {
-        self.tree.occupancy_nb(c)
-    }
-
-    /// Σ occupancy over class `c`'s flows, nano-bytes, as of the last time they were served.
-    pub fn class_flows_backlog_nb(&self, c: usize) -> u128 {
-        self.classes[c].flows.backlog_nb()
-    }
-
-    /// Flows of class `c` holding a queue now.
-    pub fn class_flows(&self, c: usize) -> usize {
-        self.classes[c].flows.flows()
-    }
-
-    /// Occupancy of `flow`'s queue in class `c`, nano-bytes, as of the last time they were served.
-    pub fn flow_occupancy_nb(&self, c: usize, flow: u64) -> u64 {
-        self.classes[c].flows.flow_occupancy_nb(flow)
     }
 
     /// Magic still in `flow`'s queue in class `c`: min(M_i, L_i).
     pub fn flow_magic_nb(&self, c: usize, flow: u64) -> u64 {
-        let q = &self.classes[c].flows.queues;
+        let q = &self.classes.flows_of(c).queues;
         q.slot_of_flow(flow).map_or(0, |s| q.data(s).magic_nb.min(q.occupancy(s)))
     }
 
     /// Serves class `c`'s flows what the tree served the class since they were last served.
     #[inline]
     fn sync(&mut self, c: usize, t: u64) {
-        let occupancy = self.tree.occupancy_nb(c);
-        let class = &mut self.classes[c];
         // A drained flow outlives its silence only while its window runs.
-        class.flows.queues.serve(class.synced - occupancy, &mut |d: &mut FlowBurst| {
+        self.classes.sync(c, &mut |d: &mut FlowBurst| {
             d.magic_nb = 0;
             t >= d.window_end
         });
-        class.synced = occupancy;
     }
 
     /// θ± of class `c`'s flows at `t`: X_i = r_c*·T / n_c. For the θ− test (`removing`) r_c* is 0
     /// while a higher-priority class holds phantom backlog (bcpqp.rs: the magic of a starved
     /// class stays).
     fn thresholds(&mut self, c: usize, t: u64, removing: bool) -> Thresholds {
-        let policy = &self.tree.params().policy;
-        let share = if removing && self.tree.queues.outranked(policy, c) {
+        let tree = &self.classes.tree;
+        let policy = &tree.params().policy;
+        let share = if removing && tree.queues.outranked(policy, c) {
             0
         } else {
-            let (classes, window) = (&self.classes, self.burst.window.0);
-            let demand = |j: usize| classes[j].demand.demand_nb(t, window);
-            self.tree.queues.expected_share(policy, c, self.burst.window_budget_nb, &demand)
+            let (class_burst, window) = (&self.class_burst, self.burst.window.0);
+            let demand = |j: usize| class_burst[j].demand.demand_nb(t, window);
+            tree.queues.expected_share(policy, c, self.burst.window_budget_nb, &demand)
         };
-        let class = &mut self.classes[c];
-        let n = class.flows.queues.active().max(1);
-        if class.thresholds.n != n || class.thresholds_share != share {
-            class.thresholds = Thresholds::of_share(&self.burst, share, n);
-            class.thresholds_share = share;
+        let n = self.classes.flows_of(c).queues.active().max(1);
+        let cb = &mut self.class_burst[c];
+        if cb.thresholds.n != n || cb.share != share {
+            cb.thresholds = Thresholds::of_share(&self.burst, share, n);
+            cb.share = share;
         }
-        class.thresholds
+        cb.thresholds
     }
 
     /// Restarts the window of slot `s` in class `c` at `t`.
     fn restart_window(&mut self, c: usize, s: usize, t: u64) {
         let end = t.saturating_add(self.burst.window.0);
-        let d = self.classes[c].flows.queues.data_mut(s);
+        let d = self.classes.flows_mut(c).queues.data_mut(s);
         d.accepted = 0;
         d.window_end = end;
         let entry = (end, c as u32, s as u32);
@@ -194,16 +149,13 @@ impl ClassFlowBcPqp {
     /// Ends the window of slot `s` in class `c` at `t`: removes its magic, from the flow and its
     /// class together, if it accepted less than θ−·X_i.
     fn close_window(&mut self, c: usize, s: usize, t: u64) {
-        let magic = self.classes[c].flows.clamp_magic(s);
-        if magic > 0 && self.classes[c].flows.queues.data(s).accepted < self.thresholds(c, t, true).remove_below {
-            let before = self.tree.occupancy_nb(c);
-            self.tree.remove_unserved(c, magic);
-            let class = &mut self.classes[c];
+        let magic = self.classes.flows_mut(c).clamp_magic(s);
+        if magic > 0 && self.classes.flows_of(c).queues.data(s).accepted < self.thresholds(c, t, true).remove_below {
+            self.magic_removed_nb += self.classes.remove(c, magic) as u128;
+            let flows = self.classes.flows_mut(c);
             // A queue emptied here stays allocated: its new window runs.
-            class.flows.queues.remove(s, magic);
-            class.flows.queues.data_mut(s).magic_nb = 0;
-            class.synced = self.tree.occupancy_nb(c);
-            self.magic_removed_nb += (before - class.synced) as u128;
+            flows.queues.remove(s, magic);
+            flows.queues.data_mut(s).magic_nb = 0;
             self.magic_removals += 1;
         }
         self.restart_window(c, s, t);
@@ -220,7 +172,7 @@ impl ClassFlowBcPqp {
             self.windows.pop_front();
             let (c, s) = (c as usize, s as usize);
             self.sync(c, t);
-            let flows = &mut self.classes[c].flows;
+            let flows = self.classes.flows_mut(c);
             if flows.queues.data(s).window_end != end {
                 continue; // restarted by a fill, or the slot was reclaimed
             }
@@ -237,9 +189,8 @@ impl ClassFlowBcPqp {
 
     /// Fills slot `s` of class `c` with magic up to B, in its class's queue too, and restarts its window.
     fn fill_with_magic(&mut self, c: usize, s: usize, t: u64) {
-        let magic = self.classes[c].flows.fill_with_magic(s);
-        self.tree.add_admitted(c, magic);
-        self.classes[c].synced = self.tree.occupancy_nb(c);
+        let magic = self.classes.flows_mut(c).fill_with_magic(s);
+        self.classes.add(c, magic);
         self.magic_added_nb += magic as u128;
         self.burst_fills += 1;
         self.restart_window(c, s, t);
@@ -248,8 +199,8 @@ impl ClassFlowBcPqp {
 
 impl Policer for ClassFlowBcPqp {
     fn on_arrival(&mut self, now: Instant, pkt: &Packet) -> Verdict {
-        let c = self.tree.queue_of(pkt);
-        self.tree.advance(now, &mut |_, _| {});
+        let c = self.classes.tree.queue_of(pkt);
+        self.classes.tree.advance(now, &mut |_, _| {});
         self.last = self.last.max(now.0);
         let t = self.last;
         if self.next_end <= t {
@@ -257,23 +208,21 @@ impl Policer for ClassFlowBcPqp {
         }
         self.sync(c, t);
         let len = pkt.len as u64;
-        let s = self.classes[c].flows.queues.slot(pkt.flow);
+        let s = self.classes.flows_mut(c).queues.slot(pkt.flow);
         let (verdict, magic, accepted) = loop {
-            if let Some(admitted) = self.classes[c].flows.admit_in_window(s, t, len) {
+            if let Some(admitted) = self.classes.flows_mut(c).admit_in_window(s, t, len) {
                 break admitted;
             }
             // Its window has ended: close it, then the packet counts in the new one.
             self.close_window(c, s, t);
         };
         if verdict.is_pass() {
-            self.tree.add_admitted(c, len * NANOS_PER_SEC);
-            let window = self.burst.window.0;
-            let class = &mut self.classes[c];
-            class.synced = self.tree.occupancy_nb(c);
-            if t >= class.demand.window_end {
-                class.demand.restart_window(t, window);
+            self.classes.add(c, len * NANOS_PER_SEC);
+            let demand = &mut self.class_burst[c].demand;
+            if t >= demand.window_end {
+                demand.restart_window(t, self.burst.window.0);
             }
-            class.demand.accepted += len;
+            demand.accepted += len;
             if magic == 0 && accepted > self.thresholds(c, t, false).fill_above {
                 self.fill_with_magic(c, s, t);
             }

@@ -1,7 +1,9 @@
 //! Traffic and checks shared by the tests of exact flows inside classes (PQP and BC-PQP).
 
+use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use ratekit_core::pqp_class_flows::ClassFlows;
 use ratekit_core::{Instant, Packet, Policer};
 
 pub const NANOS: u64 = 1_000_000_000;
@@ -98,4 +100,71 @@ pub fn nested_with_8_and_3_flows<P: Policer>(build: impl FnOnce(u64, u64, usize,
         sources.iter().map(|s| if s.class == 1 { RATE as f64 / 3.0 / 8.0 } else { RATE as f64 * 2.0 / 3.0 / 3.0 }).collect();
     assert_rates(&passed, (SECONDS - WARMUP) as f64, &expected, 0.05);
     p
+}
+
+/// What the checks below read from PQP or BC-PQP over classes of exact flows.
+pub trait ClassFlowPolicer: Policer {
+    type Flow: Default + Clone;
+    fn classes(&self) -> &ClassFlows<Self::Flow>;
+    /// Nano-bytes of magic added to and removed from the class queues so far.
+    fn magic_totals_nb(&self) -> (u128, u128) {
+        (0, 0)
+    }
+}
+
+/// Arrivals (gap ns, flow, class, bytes) for [`check_bound_and_flows_match`]: bursts, ties and silences.
+pub fn bursty_arrivals() -> impl Strategy<Value = Vec<(u64, u64, u16, u32)>> {
+    prop::collection::vec(
+        (prop_oneof![8 => 0u64..20_000, 1 => Just(0u64), 1 => 1_000_000u64..10_000_000], 0u64..300, 0u16..3, 40u32..1600),
+        1..2000,
+    )
+}
+
+/// Over every window (t1, t2]: bytes passed + magic added − magic removed ≤ r·Δt + Q(t2) −
+/// Q(t1), Q the classes' queues (the tree's service is at most r·Δt); and after each arrival the
+/// flows of its class hold what the class's queue holds, plus less than one nano-byte per flow
+/// (the lazy service caught up). `p` runs 3 classes at `rate` bytes/s.
+pub fn check_bound_and_flows_match<P: ClassFlowPolicer>(p: &mut P, rate: u64, arrivals: &[(u64, u64, u16, u32)]) -> Result<(), TestCaseError> {
+    let state = |p: &P| {
+        let queued: u128 = (0..3).map(|c| p.classes().class_occupancy_nb(c) as u128).sum();
+        let (added, removed) = p.magic_totals_nb();
+        (queued, added, removed)
+    };
+    let mut starts: Vec<(u64, u128, (u128, u128, u128))> = vec![(0, 0, (0, 0, 0))];
+    let (mut t, mut passed) = (0u64, 0u128);
+    for (i, &(gap, flow, class, len)) in arrivals.iter().enumerate() {
+        t += gap;
+        let c = class as usize;
+        if p.on_arrival(Instant(t), &Packet { len, flow, class, ..Packet::default() }).is_pass() {
+            passed += len as u128 * NANOS as u128;
+        }
+        let classes = p.classes();
+        let (class_q, flows_q) = (classes.class_occupancy_nb(c) as u128, classes.class_flows_backlog_nb(c));
+        prop_assert!(flows_q >= class_q && flows_q < class_q + classes.class_flows(c) as u128 + 1,
+            "packet {}: class {} holds {} nb, its flows {} nb", i, c, class_q, flows_q);
+        let (queued, added, removed) = state(p);
+        for &(t1, passed1, (queued1, added1, removed1)) in &starts {
+            let service = rate as u128 * (t - t1) as u128;
+            prop_assert!(passed - passed1 + added - added1 + queued1 <= service + queued + removed - removed1,
+                "packet {}: passed {} nb over ({}, {}], r·Δt {} nb, queued {} → {} nb", i, passed - passed1, t1, t, service, queued1, queued);
+        }
+        if i % 97 == 0 {
+            starts.push((t, passed, (queued, added, removed)));
+        }
+    }
+    Ok(())
+}
+
+/// 100,000 flows seen one packet each, 1 ms apart, spread over 4 classes: checks every one was
+/// created and all but `live` reclaimed; the most flows held at once.
+pub fn one_packet_flows<P: ClassFlowPolicer>(p: &mut P, live: u64) -> usize {
+    let mut most = 0;
+    for f in 0..100_000u64 {
+        p.on_arrival(Instant(f * 1_000_000), &Packet { len: 1000, flow: f, class: (f % 4) as u16, ..Packet::default() });
+        most = most.max(p.classes().flows());
+    }
+    let stats = p.classes().flow_stats();
+    assert_eq!(stats.flows_created, 100_000);
+    assert!(stats.flows_reclaimed >= 100_000 - live, "{stats:?}");
+    most
 }
