@@ -107,12 +107,6 @@ impl BcPqpConfig {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.pqp().validate()?;
-        if self.flows == FlowQueuing::Exact && self.classify == Classify::Class {
-            return Err(ConfigError::new(
-                "classify",
-                "bcpqp with flows = \"exact\" needs classify = \"flow\": per-flow burst control inside classes is not implemented (pqp supports it)",
-            ));
-        }
         let theta = |name: &str, v: f64, min: f64| {
             if !v.is_finite() || v < min || v > MAX_THETA {
                 Err(ConfigError::new(name, format!("must be a number in [{min}, {MAX_THETA}], got {v}")))
@@ -186,6 +180,32 @@ pub struct BurstState {
     pub accepted_prev: u64,
     /// When the current window ends (ns); 0: no window running.
     pub window_end: u64,
+}
+
+impl BurstState {
+    /// The queue's demand per window at `t`, nano-bytes (r_i* under `priority`): its running
+    /// window or the last full one, whichever is larger; only the last full one once the running
+    /// one has ended; nothing once a whole window has passed without an arrival.
+    #[inline(always)]
+    pub(crate) fn demand_nb(&self, t: u64, window: u64) -> u64 {
+        let bytes = if t < self.window_end {
+            self.accepted.max(self.accepted_prev)
+        } else if t < self.window_end.saturating_add(window) {
+            self.accepted
+        } else {
+            0
+        };
+        bytes.saturating_mul(NANOS_PER_SEC)
+    }
+
+    /// Starts a new window at `now` (the magic is the caller's).
+    #[inline(always)]
+    pub(crate) fn restart_window(&mut self, now: u64, window: u64) {
+        // A window that ended a whole window ago was idle: its successor accepted nothing.
+        self.accepted_prev = if now < self.window_end.saturating_add(window) { self.accepted } else { 0 };
+        self.accepted = 0;
+        self.window_end = now.saturating_add(window);
+    }
 }
 
 /// The queues that may hold magic (every queue that holds some, and perhaps some whose magic
@@ -396,20 +416,7 @@ impl BcPqp {
     #[inline]
     pub fn expected_window_nb(&self, q: usize, now: Instant) -> u64 {
         let (state, t, window) = (&self.state, now.0, self.burst.window.0);
-        // A queue's demand per window: its running window or the last full one, whichever is
-        // larger; only the last full one once the running one has ended; nothing once a
-        // whole window has passed without an arrival.
-        let demand = |j: usize| {
-            let st = &state[j];
-            let bytes = if t < st.window_end {
-                st.accepted.max(st.accepted_prev)
-            } else if t < st.window_end.saturating_add(window) {
-                st.accepted
-            } else {
-                0
-            };
-            bytes.saturating_mul(NANOS_PER_SEC)
-        };
+        let demand = |j: usize| state[j].demand_nb(t, window);
         let p = self.core.params();
         self.core.queues.expected_share(&p.policy, q, self.burst.window_budget_nb, &demand)
     }
@@ -439,11 +446,7 @@ impl BcPqp {
                 self.magic_removals += 1;
             }
         }
-        let st = &mut self.state[q];
-        // A window that ended a whole window ago was idle: its successor accepted nothing.
-        st.accepted_prev = if now < st.window_end.saturating_add(self.burst.window.0) { st.accepted } else { 0 };
-        st.accepted = 0;
-        st.window_end = now.saturating_add(self.burst.window.0);
+        self.state[q].restart_window(now, self.burst.window.0);
     }
 
     /// Closes the run-out windows of every queue holding magic, in queue order (once per

@@ -38,18 +38,23 @@ pub struct FlowBurst {
 /// the division X_i = ⌊r·T / n⌋ runs only when n has changed (at activations and emptyings, not
 /// at every accepted packet).
 #[derive(Debug, Clone, Copy, Default)]
-struct Thresholds {
+pub(crate) struct Thresholds {
     /// The n they were taken at; 0: none yet (n counts at least 1).
-    n: usize,
+    pub(crate) n: usize,
     /// Fill with magic when A_i exceeds this.
-    fill_above: u64,
+    pub(crate) fill_above: u64,
     /// Remove magic when A_i is below this.
-    remove_below: u64,
+    pub(crate) remove_below: u64,
 }
 
 impl Thresholds {
     fn at(burst: &BurstParams, n: usize) -> Self {
-        let x = (burst.window_budget_nb / n as u64) as u128;
+        Self::of_share(burst, burst.window_budget_nb, n)
+    }
+
+    /// For X_i = ⌊share / n⌋, `share` the nano-bytes the policy gives the n queues' parent per T.
+    pub(crate) fn of_share(burst: &BurstParams, share: u64, n: usize) -> Self {
+        let x = (share / n as u64) as u128;
         let unit = THETA_ONE as u128 * NANOS_PER_SEC as u128;
         let bytes = |theta: u64, round_up: u128| ((theta as u128 * x + round_up) / unit).min(u64::MAX as u128) as u64;
         Thresholds { n, fill_above: bytes(burst.theta_plus, 0), remove_below: bytes(burst.theta_minus, unit - 1) }
@@ -110,15 +115,6 @@ impl FlowBcPqp {
         self.windows.len()
     }
 
-    /// Queue `s`'s magic, clamped to its occupancy (and stored so: magic drains last).
-    #[inline(always)]
-    fn clamp_magic(&mut self, s: usize) -> u64 {
-        let occupancy = self.core.queues.occupancy(s);
-        let d = self.core.queues.data_mut(s);
-        d.magic_nb = d.magic_nb.min(occupancy);
-        d.magic_nb
-    }
-
     fn magic_of(&self, s: usize) -> u64 {
         self.core.queues.data(s).magic_nb.min(self.core.queues.occupancy(s))
     }
@@ -153,7 +149,7 @@ impl FlowBcPqp {
     /// Inline: the due-window loop runs it for every flow holding magic, once per window.
     #[inline]
     fn close_window(&mut self, s: usize, t: u64) {
-        let magic = self.clamp_magic(s);
+        let magic = self.core.clamp_magic(s);
         if magic > 0 {
             let accepted = self.core.queues.data(s).accepted;
             if accepted < self.thresholds().remove_below {
@@ -187,7 +183,7 @@ impl FlowBcPqp {
             if self.core.queues.data(s).window_end != end {
                 continue; // restarted by a fill, or the slot was reclaimed
             }
-            if self.clamp_magic(s) > 0 {
+            if self.core.clamp_magic(s) > 0 {
                 self.close_window(s, t);
             } else if self.core.queues.occupancy(s) == 0 {
                 self.core.queues.reclaim(s);
@@ -200,23 +196,39 @@ impl FlowBcPqp {
 
     /// Fills queue `s` with magic up to B and restarts its window (000 §4).
     fn fill_with_magic(&mut self, s: usize, t: u64) {
-        let magic = self.core.queue_size_nb() - self.core.queues.occupancy(s);
-        self.core.queues.add(s, magic);
-        self.core.queues.data_mut(s).magic_nb = magic;
+        self.core.fill_with_magic(s);
         self.burst_fills += 1;
         self.restart_window(s, t);
     }
 }
 
-impl FlowBcPqp {
+/// The per-flow half of burst control, shared with the flows of a class ([`crate::bcpqp_class_flows`]).
+impl FlowPqp<FlowBurst> {
+    /// Slot `s`'s magic, clamped to its occupancy (and stored so: magic drains last).
+    #[inline(always)]
+    pub(crate) fn clamp_magic(&mut self, s: usize) -> u64 {
+        let occupancy = self.queues.occupancy(s);
+        let d = self.queues.data_mut(s);
+        d.magic_nb = d.magic_nb.min(occupancy);
+        d.magic_nb
+    }
+
+    /// Fills slot `s` with magic up to B (000 §4); the nano-bytes added. The window is the owner's.
+    pub(crate) fn fill_with_magic(&mut self, s: usize) -> u64 {
+        let magic = self.queue_size_nb() - self.queues.occupancy(s);
+        self.queues.add(s, magic);
+        self.queues.data_mut(s).magic_nb = magic;
+        magic
+    }
+
     /// PQP's admission of `len` bytes into queue `s` with BC-PQP's drop reason, unless the
     /// queue's window has ended by `t` (None: nothing done). Also returns M_i (clamped) and A_i
     /// after the packet, for the θ+ test once the packet is in.
     #[inline(always)]
-    fn admit_in_window(&mut self, s: usize, t: u64, len: u64) -> Option<(Verdict, u64, u64)> {
-        let size = self.core.queue_size_nb();
+    pub(crate) fn admit_in_window(&mut self, s: usize, t: u64, len: u64) -> Option<(Verdict, u64, u64)> {
+        let size = self.queue_size_nb();
         let mut burst = (0, 0);
-        let verdict = self.core.admit(s, len, |occupancy, d, fits| {
+        let verdict = self.admit(s, len, |occupancy, d, fits| {
             if t >= d.window_end {
                 return None;
             }
@@ -249,7 +261,7 @@ impl Policer for FlowBcPqp {
         self.close_due_windows(t);
         let s = self.core.queues.slot(pkt.flow);
         let (verdict, magic, accepted) = loop {
-            if let Some(admitted) = self.admit_in_window(s, t, pkt.len as u64) {
+            if let Some(admitted) = self.core.admit_in_window(s, t, pkt.len as u64) {
                 break admitted;
             }
             // Its window has ended: close it, then the packet counts in the new one.

@@ -3,6 +3,7 @@
 //! algorithm's config struct, defined beside its code.
 
 use crate::bcpqp::{BcPqp, BcPqpConfig};
+use crate::bcpqp_class_flows::ClassFlowBcPqp;
 use crate::bcpqp_flows::FlowBcPqp;
 use crate::cpq::{Cpq, CpqConfig};
 use crate::dscd::{Dscd, DscdConfig};
@@ -158,6 +159,9 @@ impl EnforcerConfig {
             }
             EnforcerConfig::Pqp(c) if c.flows == FlowQueuing::Exact => Enforcer::Policer(AnyPolicer::PqpFlows(FlowPqp::new(c))),
             EnforcerConfig::Pqp(c) => Enforcer::Policer(AnyPolicer::Pqp(Pqp::new(c))),
+            EnforcerConfig::Bcpqp(c) if c.flows == FlowQueuing::Exact && c.classify == Classify::Class => {
+                Enforcer::Policer(AnyPolicer::BcpqpClassFlows(Box::new(ClassFlowBcPqp::new(c))))
+            }
             EnforcerConfig::Bcpqp(c) if c.flows == FlowQueuing::Exact => Enforcer::Policer(AnyPolicer::BcpqpFlows(FlowBcPqp::new(c))),
             EnforcerConfig::Bcpqp(c) => Enforcer::Policer(AnyPolicer::Bcpqp(BcPqp::new(c))),
             EnforcerConfig::FairPolicer(c) => Enforcer::Policer(AnyPolicer::FairPolicer(FairPolicer::new(c))),
@@ -225,6 +229,8 @@ pub enum AnyPolicer {
     PqpClassFlows(ClassFlowPqp),
     /// `bcpqp` with `flows = "exact"`.
     BcpqpFlows(FlowBcPqp),
+    /// `bcpqp` with `flows = "exact"` and `classify = "class"` (boxed: keeps `AnyPolicer` as it was).
+    BcpqpClassFlows(Box<ClassFlowBcPqp>),
     FairPolicer(FairPolicer),
 }
 
@@ -240,6 +246,7 @@ impl Policer for AnyPolicer {
             AnyPolicer::PqpFlows(p) => p.on_arrival(now, pkt),
             AnyPolicer::PqpClassFlows(p) => p.on_arrival(now, pkt),
             AnyPolicer::BcpqpFlows(p) => p.on_arrival(now, pkt),
+            AnyPolicer::BcpqpClassFlows(p) => p.on_arrival(now, pkt),
             AnyPolicer::FairPolicer(p) => p.on_arrival(now, pkt),
         }
     }

@@ -17,6 +17,7 @@ pub mod validate;
 // Policers and their parts.
 pub mod aggregates;
 pub mod bcpqp;
+pub mod bcpqp_class_flows;
 pub mod bcpqp_flows;
 pub mod colour;
 pub mod count_min;

@@ -178,6 +178,18 @@ pub struct PqpStats {
     pub dropped_bytes: u64,
 }
 
+/// Totals over the parts of one aggregate (the classes of exact flows).
+impl std::iter::Sum for PqpStats {
+    fn sum<I: Iterator<Item = Self>>(parts: I) -> Self {
+        parts.fold(PqpStats::default(), |t, s| PqpStats {
+            passed_packets: t.passed_packets + s.passed_packets,
+            passed_bytes: t.passed_bytes + s.passed_bytes,
+            dropped_packets: t.dropped_packets + s.dropped_packets,
+            dropped_bytes: t.dropped_bytes + s.dropped_bytes,
+        })
+    }
+}
+
 impl PqpStats {
     /// Counts a verdict on `bytes`.
     #[inline(always)]
@@ -257,6 +269,11 @@ impl Pqp {
     #[inline]
     pub(crate) fn add_admitted(&mut self, q: usize, nb: u64) {
         self.queues.add(&self.params.policy, q, nb, &mut |_, _| {});
+    }
+
+    /// Takes `nb` nano-bytes out of queue `q` unserved (magic of a class's flow, removed there).
+    pub(crate) fn remove_unserved(&mut self, q: usize, nb: u64) {
+        self.queues.remove(&self.params.policy, q, nb, &mut |_, _| {});
     }
 
     /// Admits `bytes` into queue `q` if it fits; counts the verdict. `occupancy` is L_i as

@@ -24,46 +24,34 @@ use crate::{DropReason, Instant, Packet, Policer, Verdict};
 
 /// One class: its flows' queues, and its queue's occupancy in the tree when they were last served.
 #[derive(Debug, Clone)]
-struct Class {
-    flows: FlowPqp<()>,
+struct Class<T> {
+    flows: FlowPqp<T>,
     synced: u64,
 }
 
-/// One aggregate's PQP over classes of exact flow queues.
+/// The two levels, shared by PQP and BC-PQP over classes of exact flows; `T` is the per-flow
+/// state of what runs on top.
 #[derive(Debug, Clone)]
-pub struct ClassFlowPqp {
-    tree: Pqp,
-    classes: Box<[Class]>,
+pub struct ClassFlows<T> {
+    pub(crate) tree: Pqp,
+    classes: Box<[Class<T>]>,
 }
 
-impl ClassFlowPqp {
+impl<T: Default + Clone> ClassFlows<T> {
     /// Panics on an invalid config: call [`PqpConfig::validate`] first (config.rs does).
-    pub fn new(cfg: &PqpConfig) -> Self {
+    pub(crate) fn new(cfg: &PqpConfig) -> Self {
         let class = Class { flows: FlowPqp::new(cfg), synced: 0 };
-        ClassFlowPqp { tree: Pqp::new(cfg), classes: vec![class; cfg.queues as usize].into_boxed_slice() }
+        ClassFlows { tree: Pqp::new(cfg), classes: vec![class; cfg.queues as usize].into_boxed_slice() }
     }
 
     /// Counters summed over the classes.
     pub fn stats(&self) -> PqpStats {
-        self.classes.iter().fold(PqpStats::default(), |mut t, c| {
-            let s = c.flows.stats();
-            t.passed_packets += s.passed_packets;
-            t.passed_bytes += s.passed_bytes;
-            t.dropped_packets += s.dropped_packets;
-            t.dropped_bytes += s.dropped_bytes;
-            t
-        })
+        self.classes.iter().map(|c| c.flows.stats()).sum()
     }
 
     /// Flow-table counters summed over the classes.
     pub fn flow_stats(&self) -> FlowStats {
-        self.classes.iter().fold(FlowStats::default(), |mut t, c| {
-            let s = c.flows.flow_stats();
-            t.flows_created += s.flows_created;
-            t.flows_reclaimed += s.flows_reclaimed;
-            t.overflow_packets += s.overflow_packets;
-            t
-        })
+        self.classes.iter().map(|c| c.flows.flow_stats()).sum()
     }
 
     /// Flows holding a queue now, over every class.
@@ -71,7 +59,7 @@ impl ClassFlowPqp {
         self.classes.iter().map(|c| c.flows.flows()).sum()
     }
 
-    /// Memory of one aggregate: the class tree plus every class's flows.
+    /// Memory of the class tree plus every class's flows.
     pub fn memory_bytes(&self) -> usize {
         self.tree.memory_bytes() + self.classes.iter().map(|c| c.flows.memory_bytes()).sum::<usize>()
     }
@@ -81,7 +69,7 @@ impl ClassFlowPqp {
         self.tree.occupancy_nb(c)
     }
 
-    /// Σ occupancy over class `c`'s flows, nano-bytes, as of the last arrival to class `c`.
+    /// Σ occupancy over class `c`'s flows, nano-bytes, as of the last time they were served.
     pub fn class_flows_backlog_nb(&self, c: usize) -> u128 {
         self.classes[c].flows.backlog_nb()
     }
@@ -91,27 +79,81 @@ impl ClassFlowPqp {
         self.classes[c].flows.flows()
     }
 
-    /// Occupancy of `flow`'s queue in class `c`, nano-bytes, as of the last arrival to class `c`.
+    /// Occupancy of `flow`'s queue in class `c`, nano-bytes, as of the last time they were served.
     pub fn flow_occupancy_nb(&self, c: usize, flow: u64) -> u64 {
         self.classes[c].flows.flow_occupancy_nb(flow)
+    }
+
+    pub(crate) fn flows_of(&self, c: usize) -> &FlowPqp<T> {
+        &self.classes[c].flows
+    }
+
+    pub(crate) fn flows_mut(&mut self, c: usize) -> &mut FlowPqp<T> {
+        &mut self.classes[c].flows
+    }
+
+    /// Serves class `c`'s flows what the tree served the class since they were last served
+    /// (`release` as in [`crate::phantom::FlowQueues::serve`]).
+    #[inline]
+    pub(crate) fn sync(&mut self, c: usize, release: &mut impl FnMut(&mut T) -> bool) {
+        let occupancy = self.tree.occupancy_nb(c);
+        let class = &mut self.classes[c];
+        class.flows.queues.serve(class.synced - occupancy, release);
+        class.synced = occupancy;
+    }
+
+    /// Adds `nb` admitted at one of class `c`'s flows to the class's queue.
+    #[inline]
+    pub(crate) fn add(&mut self, c: usize, nb: u64) {
+        self.tree.add_admitted(c, nb);
+        self.classes[c].synced = self.tree.occupancy_nb(c);
+    }
+
+    /// Takes `nb` removed unserved from one of class `c`'s flows out of the class's queue; the
+    /// nano-bytes it took (the class may hold less than its flows by the carried remainder).
+    pub(crate) fn remove(&mut self, c: usize, nb: u64) -> u64 {
+        let before = self.tree.occupancy_nb(c);
+        self.tree.remove_unserved(c, nb);
+        self.classes[c].synced = self.tree.occupancy_nb(c);
+        before - self.classes[c].synced
+    }
+}
+
+/// One aggregate's PQP over classes of exact flow queues.
+#[derive(Debug, Clone)]
+pub struct ClassFlowPqp {
+    classes: ClassFlows<()>,
+}
+
+impl ClassFlowPqp {
+    /// Panics on an invalid config: call [`PqpConfig::validate`] first (config.rs does).
+    pub fn new(cfg: &PqpConfig) -> Self {
+        ClassFlowPqp { classes: ClassFlows::new(cfg) }
+    }
+
+    /// The class tree and every class's flows (inspection).
+    pub fn classes(&self) -> &ClassFlows<()> {
+        &self.classes
+    }
+
+    /// Memory of one aggregate: the class tree plus every class's flows.
+    pub fn memory_bytes(&self) -> usize {
+        self.classes.memory_bytes()
     }
 }
 
 impl Policer for ClassFlowPqp {
     #[inline]
     fn on_arrival(&mut self, now: Instant, pkt: &Packet) -> Verdict {
-        let c = self.tree.queue_of(pkt);
-        self.tree.advance(now, &mut |_, _| {});
-        let occupancy = self.tree.occupancy_nb(c);
-        let class = &mut self.classes[c];
+        let c = self.classes.tree.queue_of(pkt);
+        self.classes.tree.advance(now, &mut |_, _| {});
         // Nothing outlives a drained flow queue in PQP: reclaim it at once.
-        class.flows.queues.serve(class.synced - occupancy, &mut |_| true);
-        let s = class.flows.queues.slot(pkt.flow);
-        let verdict = class.flows.admit(s, pkt.len as u64, |_, _, _| Some(DropReason::Overlimit)).expect("PQP declines no packet");
-        let added = if verdict.is_pass() { pkt.len as u64 * NANOS_PER_SEC } else { 0 };
-        class.synced = occupancy + added;
-        if added > 0 {
-            self.tree.add_admitted(c, added);
+        self.classes.sync(c, &mut |_| true);
+        let flows = self.classes.flows_mut(c);
+        let s = flows.queues.slot(pkt.flow);
+        let verdict = flows.admit(s, pkt.len as u64, |_, _, _| Some(DropReason::Overlimit)).expect("PQP declines no packet");
+        if verdict.is_pass() {
+            self.classes.add(c, pkt.len as u64 * NANOS_PER_SEC);
         }
         verdict
     }

@@ -294,7 +294,6 @@ fn config_errors_name_the_field() {
     assert_eq!(e("flows = \"exact\"\nmax_flows = 0"), "max_flows");
     assert_eq!(e("flows = \"exact\"\nmax_flows = 2000000"), "max_flows");
     assert_eq!(e("max_flows = 64"), "max_flows");
-    assert_eq!(e("flows = \"exact\"\nclassify = \"class\""), "classify");
     assert_eq!(e("flows = \"exact\"\npolicy = \"priority\""), "policy");
     assert_eq!(e("flows = \"exact\"\npolicy = \"weighted\"\nweights = [1, 2]\nqueues = 2"), "weights");
     assert_eq!(e("flows = \"exactly\""), "flows");

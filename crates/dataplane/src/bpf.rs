@@ -207,10 +207,15 @@ fn burst_params(c: &ratekit_core::bcpqp::BcPqpConfig) -> (u64, u64, u64, u64) {
 }
 
 /// The exact per-flow program's parameters: PQP's, plus BC-PQP's burst control when `burst` is
-/// given. The core accepts exact flows under a flat fair policy only, which is all the program runs.
+/// given. The program runs a flat fair policy over flows, which is all the core accepts for exact
+/// flows by flow key; classes of exact flows (a policy over classes) run in the core only.
 fn fq_params(c: &ratekit_core::pqp::PqpConfig, burst: Option<&ratekit_core::bcpqp::BcPqpConfig>) -> Result<FqParams, BpfError> {
     use crate::maps::FQ_MAX_FLOWS;
     c.validate()?;
+    if c.classify == ratekit_core::Classify::Class {
+        let why = "tc-BPF runs exact flows under a flat fair policy only; classes of exact flows need the middlebox";
+        return Err(ratekit_core::ConfigError::new("classify", why).into());
+    }
     if c.max_flows() as usize > FQ_MAX_FLOWS {
         return Err(BpfError::FlowBounds(format!("max_flows: {} > {FQ_MAX_FLOWS}", c.max_flows())));
     }

@@ -352,7 +352,8 @@ fn fair_policer_bounds_are_named() {
 }
 
 /// Exact per-flow configs beyond the program are refused naming the field: more than 1024 flows,
-/// and (through the core's validation) any policy but flat `fair`, or classification by class.
+/// any policy but flat `fair` by flow key (the core's validation), classification by class (the
+/// loader's: the core runs classes of exact flows, the program does not).
 #[test]
 fn exact_flow_bounds_are_named() {
     use ratekit_dataplane::bpf::BpfParams;
@@ -370,6 +371,8 @@ fn exact_flow_bounds_are_named() {
         };
         assert!(err.contains(field), "{extra}: {err}");
     }
+    let classes = EnforcerConfig::from_toml("kind = \"pqp\"\nrate = \"8mbit\"\nqueue_size = \"30kb\"\nflows = \"exact\"\nclassify = \"class\"").unwrap();
+    assert!(BpfParams::from_config(&classes).unwrap_err().to_string().contains("classify"));
     let ok = EnforcerConfig::from_toml("kind = \"pqp\"\nrate = \"8mbit\"\nqueue_size = \"30kb\"\nflows = \"exact\"\nmax_flows = 1024").unwrap();
     assert_eq!(BpfParams::from_config(&ok).unwrap().program(), "pqp_flows");
 }

@@ -20,6 +20,7 @@ use rand_chacha::ChaCha8Rng;
 use ratekit_core::sizing::{self, EvaluationSizes, DEFAULT_MSS};
 use ratekit_core::aggregates::Aggregates;
 use ratekit_core::bcpqp::BcPqp;
+use ratekit_core::bcpqp_class_flows::ClassFlowBcPqp;
 use ratekit_core::bcpqp_flows::FlowBcPqp;
 use ratekit_core::pqp::FlowQueuing;
 use ratekit_core::fair_policer::FairPolicer;
@@ -29,7 +30,7 @@ use ratekit_core::shaper_set::ShaperSet;
 use ratekit_core::srtcm::SrTcm;
 use ratekit_core::token_bucket::TokenBucket;
 use ratekit_core::trtcm::TrTcm;
-use ratekit_core::{Duration, EnforcerConfig, Instant, Packet, Policer, QueueDiscipline, Rate};
+use ratekit_core::{Classify, Duration, EnforcerConfig, Instant, Packet, Policer, QueueDiscipline, Rate};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::fmt::Write as _;
@@ -259,6 +260,7 @@ macro_rules! with_policer {
             EnforcerConfig::Srtcm(c) => Ok({ let p = SrTcm::new(c); $bench.$f(|| p.clone()) }),
             EnforcerConfig::Trtcm(c) => Ok({ let p = TrTcm::new(c); $bench.$f(|| p.clone()) }),
             EnforcerConfig::Pqp(c) => Ok({ let p = Pqp::new(c); $bench.$f(|| p.clone()) }),
+            EnforcerConfig::Bcpqp(c) if c.flows == FlowQueuing::Exact && c.classify == Classify::Class => Ok({ let p = ClassFlowBcPqp::new(c); $bench.$f(|| p.clone()) }),
             EnforcerConfig::Bcpqp(c) if c.flows == FlowQueuing::Exact => Ok({ let p = FlowBcPqp::new(c); $bench.$f(|| p.clone()) }),
             EnforcerConfig::Bcpqp(c) => Ok({ let p = BcPqp::new(c); $bench.$f(|| p.clone()) }),
             EnforcerConfig::FairPolicer(c) => Ok({ let p = FairPolicer::new(c); $bench.$f(|| p.clone()) }),

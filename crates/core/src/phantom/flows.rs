@@ -46,6 +46,17 @@ pub struct FlowStats {
     pub overflow_packets: u64,
 }
 
+/// Totals over the flow tables of one aggregate (the classes of exact flows).
+impl std::iter::Sum for FlowStats {
+    fn sum<I: Iterator<Item = Self>>(parts: I) -> Self {
+        parts.fold(FlowStats::default(), |t, s| FlowStats {
+            flows_created: t.flows_created + s.flows_created,
+            flows_reclaimed: t.flows_reclaimed + s.flows_reclaimed,
+            overflow_packets: t.overflow_packets + s.overflow_packets,
+        })
+    }
+}
+
 /// One aggregate's exact per-flow phantom queues (occupancies in nano-bytes).
 #[derive(Debug, Clone)]
 pub struct FlowQueues<T> {
