@@ -180,7 +180,10 @@ pub fn judge_aggregate(pkts: &[DataPkt], rtts: &[RttSample], acks: &[AckEvent], 
 
 fn judge_inner(pkts: &[DataPkt], rtts: &[RttSample], acks: &[AckEvent], params: &Params, capped: bool) -> Judgement {
     let lost: Vec<usize> = (0..pkts.len()).filter(|&i| pkts[i].lost()).collect();
-    let burst_bytes = pkts[..lost.first().copied().unwrap_or(pkts.len())].iter().map(|p| p.ip_len as u64).sum();
+    let burst_bytes = pkts[..lost.first().copied().unwrap_or(pkts.len())]
+        .iter()
+        .map(|p| p.ip_len as u64)
+        .sum();
     let mut rtt_sorted: Vec<u64> = rtts.iter().map(|s| s.rtt_ns).collect();
     rtt_sorted.sort_unstable();
     let median_rtt = percentile(&rtt_sorted, 0.5);
@@ -268,18 +271,7 @@ impl Context<'_> {
         // Lines 2-10.
         let mut l_loss = Vec::with_capacity(lost.len());
         let mut l_pass = Vec::with_capacity(window.len());
-        balances(
-            window,
-            rate,
-            cap,
-            |p, available| {
-                if p.lost() {
-                    l_loss.push(available)
-                } else {
-                    l_pass.push(available)
-                }
-            },
-        );
+        balances(window, rate, cap, |p, available| if p.lost() { l_loss.push(available) } else { l_pass.push(available) });
         if l_pass.len() < self.params.min_pass_samples {
             return result(Reason::FewPassSamples);
         }
@@ -290,8 +282,7 @@ impl Context<'_> {
         // Lines 13-14 with the bands of the module doc.
         let rtt_bytes = rate * self.rtt_med as f64 * 1e-9;
         let floor = self.params.tol_packets * mtu;
-        let (band, below) =
-            ((self.params.loss_band_rtts * rtt_bytes).max(floor), (self.params.pass_floor_rtts * rtt_bytes).max(floor));
+        let (band, below) = ((self.params.loss_band_rtts * rtt_bytes).max(floor), (self.params.pass_floor_rtts * rtt_bytes).max(floor));
         let centre = median_f(&mut l_loss.clone());
         let near_zero = l_loss.iter().filter(|&&a| (a - centre).abs() <= band).count();
         if (near_zero as f64) < (1.0 - self.params.n_loss) * l_loss.len() as f64 {
@@ -328,7 +319,7 @@ impl Context<'_> {
         let mut skip_from = Vec::with_capacity(lost.len());
         let mut next = lost.iter().peekable();
         for (i, p) in self.pkts.iter().enumerate() {
-            while next.peek().is_some_and(|&&l| l == i) {
+            if next.peek().is_some_and(|&&l| l == i) {
                 skip_from.push(last_delivered[p.flow as usize].map_or(p.t_ns, |t| t.min(p.t_ns)));
                 next.next();
             }
@@ -338,22 +329,21 @@ impl Context<'_> {
         }
         // Losses without a sample of their flow within one median RTT before them say nothing
         // either way (a 64-byte snaplen leaves no SACK samples), so they are not counted.
-        let tied: Vec<u64> = lost
-            .iter()
-            .zip(skip_from)
-            .filter_map(|(&i, skip_from)| {
-                let (sent, flow) = (self.pkts[i].t_ns, self.pkts[i].flow);
-                let before = self.by_sent.partition_point(|s| s.sent_ns < skip_from);
-                let s = self.by_sent[..before]
-                    .iter()
-                    .rev()
-                    .take_while(|s| sent.saturating_sub(s.sent_ns) <= self.rtt_med)
-                    .find(|s| s.flow == flow)?;
-                Some(s.rtt_ns)
-            })
-            .collect();
-        let inflated = tied.iter().filter(|&&rtt| rtt as f64 >= threshold).count();
-        inflated as f64 / tied.len().max(1) as f64
+        let (mut tied, mut inflated) = (0usize, 0usize);
+        for (&i, skip_from) in lost.iter().zip(skip_from) {
+            let (sent, flow) = (self.pkts[i].t_ns, self.pkts[i].flow);
+            let before = self.by_sent.partition_point(|s| s.sent_ns < skip_from);
+            let sample = self.by_sent[..before]
+                .iter()
+                .rev()
+                .take_while(|s| sent.saturating_sub(s.sent_ns) <= self.rtt_med)
+                .find(|s| s.flow == flow);
+            if let Some(s) = sample {
+                tied += 1;
+                inflated += usize::from(s.rtt_ns as f64 >= threshold);
+            }
+        }
+        inflated as f64 / tied.max(1) as f64
     }
 }
 

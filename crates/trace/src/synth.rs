@@ -5,7 +5,8 @@
 //! The model follows Linux where it matters to the detector: initial window 10, slow start and
 //! Reno congestion avoidance, RACK loss detection (a packet is lost once a packet sent after it
 //! is delivered), one window reduction per recovery episode, RTO with 200 ms minimum and
-//! exponential backoff, SACK and D-SACK from the receiver (which ACKs every packet, or delays its ACKs as Linux does), cwnd reset
+//! exponential backoff, SACK and D-SACK from the receiver (which ACKs every packet, or delays its
+//! ACKs as Linux does), cwnd reset
 //! to the initial window after an idle longer than the RTO. The server's capture sees each data
 //! packet when the NIC sends it and each ACK when it arrives.
 //!
@@ -18,10 +19,10 @@
 //! lab's real Linux TCP (docs/detector.md), which neither model replaces.
 
 use crate::decode::{TcpPacket, TCP_ACK, TCP_SYN};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use ratekit_core::token_bucket::{TokenBucket, TokenBucketConfig};
 use ratekit_core::{Instant, Packet, Policer, Rate};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr};

@@ -136,8 +136,7 @@ fn drop_tail_shared_by_flows_is_not_policing_in_the_aggregate() {
 #[test]
 fn patterns_of_section_4_4() {
     // A large bucket lets slow start overshoot: multiple times the rate, then a staircase.
-    let rows_big =
-        rows(&Scenario::new(Path::Policer { rate: Rate::from_mbps(1.5), burst: 1_000_000 }, 7), &Options::default());
+    let rows_big = rows(&Scenario::new(Path::Policer { rate: Rate::from_mbps(1.5), burst: 1_000_000 }, 7), &Options::default());
     let first = &lossy(&rows_big, false)[0].judgement;
     assert!(first.policed, "{first:?}");
     assert_eq!(first.pattern, Some(Pattern::Staircase));
@@ -179,9 +178,7 @@ fn capture_records_out_of_time_order_change_nothing() {
         let judged = |pkts: &[ratekit_trace::decode::TcpPacket]| -> Vec<(bool, i64)> {
             lossy(&analyze_packets(pkts, &Options::default()), false)
                 .iter()
-                .map(|r| {
-                    (r.judgement.policed, r.judgement.rate_bps.map_or(0, |b| (b / bits(rate) * 100.0).round() as i64))
-                })
+                .map(|r| (r.judgement.policed, r.judgement.rate_bps.map_or(0, |b| (b / bits(rate) * 100.0).round() as i64)))
                 .collect()
         };
         let (want, got) = (judged(&clean), judged(&shuffled));
@@ -189,10 +186,7 @@ fn capture_records_out_of_time_order_change_nothing() {
         assert_eq!(got.len(), want.len(), "{mbps} Mbit/s: lossy segments");
         for (g, w) in got.iter().zip(&want) {
             assert_eq!(g.0, w.0, "{mbps} Mbit/s: judgement {got:?} vs clean {want:?}");
-            assert!(
-                (g.1 - w.1).abs() <= 1,
-                "{mbps} Mbit/s: rate within 1 % of the clean estimate: {got:?} vs {want:?}"
-            );
+            assert!((g.1 - w.1).abs() <= 1, "{mbps} Mbit/s: rate within 1 % of the clean estimate: {got:?} vs {want:?}");
         }
     }
 }
@@ -204,8 +198,7 @@ fn capture_records_out_of_time_order_change_nothing() {
 /// tokens. Each RTT (100 ms) both flows send their windows back to back at line rate; the
 /// windows grow by a packet per RTT from 12 to 20 (the aggregate 24-40 packets against 25 per
 /// RTT at the rate) and four chunks are separated by 1 s pauses.
-fn shared_policer_with_pauses(
-) -> (Vec<ratekit_trace::flow::DataPkt>, Vec<ratekit_trace::flow::RttSample>, Vec<ratekit_trace::flow::AckEvent>) {
+fn shared_policer_with_pauses() -> (Vec<ratekit_trace::flow::DataPkt>, Vec<ratekit_trace::flow::RttSample>, Vec<ratekit_trace::flow::AckEvent>) {
     use ratekit_trace::flow::{AckEvent, DataPkt, RttSample, LOST};
     const RTT: u64 = 100_000_000;
     const WIRE_NS: u64 = 12_000; // 1500 B at 1 Gbit/s
@@ -221,14 +214,7 @@ fn shared_policer_with_pauses(
                 tokens = (tokens + rate * (sent - t_bucket) as f64 * 1e-9).min(capacity);
                 t_bucket = sent;
                 let passes = tokens >= 1500.0;
-                pkts.push(DataPkt {
-                    t_ns: sent,
-                    seq: 0,
-                    payload: 1448,
-                    ip_len: 1500,
-                    flags: if passes { 0 } else { LOST },
-                    flow: 0,
-                });
+                pkts.push(DataPkt { t_ns: sent, seq: 0, payload: 1448, ip_len: 1500, flags: if passes { 0 } else { LOST }, flow: 0 });
                 if passes {
                     tokens -= 1500.0;
                     rtts.push(RttSample { t_ns: sent + RTT, sent_ns: sent, rtt_ns: RTT, flow: 0 });
