@@ -5,8 +5,9 @@ ratekit's tc-BPF / middlebox enforcers) and in the simulator (`ratekit sim` on t
 checked and passed on by `ratekit testbed sim-scenario`), each several times with different seeds, and the
 differences are tabulated against the issue's targets.
 
-usage (as root): scripts/calibrate.py GRID.toml --out DIR [--runs N] [--only NAME[,NAME...]] [--quick] [--reuse]
+usage (as root): scripts/calibrate.py GRID.toml --out DIR [--runs N] [--only NAME[,NAME...]] [--quick | --sample] [--reuse]
   --quick   only the cases marked `quick = true`
+  --sample  the quick cases and those marked `sample = true` (a spread over every axis of the grid)
   --reuse   keep the runs whose summary.json is already in DIR (an interrupted grid goes on)
 Writes DIR/runs.csv (one row per case, system, run and flow), DIR/table.md and DIR/table.csv (per
 case: Linux's mean and run-to-run range beside the simulator's, and whether each target holds),
@@ -54,7 +55,7 @@ def scenario(case, defaults, seed):
     lines += [f"{k} = {toml_value(v)}" for k, v in case["enforcer"].items()]
     lines += ["", "[[aggregates]]", f'rate = {toml_value(case["rate"])}']
     for f in case["flows"]:
-        flow = {"rtt": get("rtt"), **f}
+        flow = {"rtt": get("rtt"), **({"start_jitter": get("start_jitter")} if get("start_jitter") else {}), **f}
         lines += ["", "[[aggregates.flows]]"] + [f"{k} = {toml_value(v)}" for k, v in flow.items()]
     return "\n".join(lines) + "\n"
 
@@ -160,6 +161,7 @@ def main():
     ap.add_argument("--runs", type=int)
     ap.add_argument("--only")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--sample", action="store_true")
     ap.add_argument("--reuse", action="store_true")
     args = ap.parse_args()
     with open(args.grid, "rb") as f:
@@ -168,6 +170,8 @@ def main():
     cases = grid.get("case", [])
     if args.quick:
         cases = [c for c in cases if c.get("quick")]
+    if args.sample:
+        cases = [c for c in cases if c.get("quick") or c.get("sample")]
     if args.only:
         want = set(args.only.split(","))
         cases = [c for c in cases if c["name"] in want]

@@ -1,7 +1,7 @@
 //! What the testbed makes of a scenario (ratekit-lab's, the file `ratekit sim` reads): one list
 //! of flows and the RTTs the middlebox emulates (one sender address per distinct RTT), once it
 //! is checked that real Linux TCP between namespaces can run it. The simulator's model of the path (link_rate, buffer,
-//! host_rate, secondary, start_jitter) has no counterpart here and is ignored; what would change
+//! host_rate, secondary) has no counterpart here and is ignored; what would change
 //! the traffic itself and the testbed cannot do is refused, naming the field.
 
 use ratekit_core::Duration;
@@ -26,6 +26,8 @@ pub struct Flow {
     pub aggregate: u32,
     pub cc: CcKind,
     pub start: Duration,
+    /// Uniform extra start delay in [0, start_jitter), drawn from the run's seed.
+    pub start_jitter: Duration,
     pub app: AppConfig,
     /// Carried as the DSCP.
     pub class: u8,
@@ -129,6 +131,7 @@ pub fn plan(resolved: Resolved, file: &str) -> Result<Plan, ScenarioError> {
             aggregate,
             cc: f.cc,
             start: f.start,
+            start_jitter: f.start_jitter,
             app: f.app.clone(),
             class: f.class as u8,
             rtt: f.rtt,

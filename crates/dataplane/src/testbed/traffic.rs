@@ -7,7 +7,7 @@
 
 use super::plan::Flow;
 use super::tcp_counters::{socket_info, FlowTcpInfo};
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use ratekit_lab::arrivals::draw;
 use ratekit_lab::scenario::AppConfig;
@@ -178,6 +178,13 @@ fn unacked(sock: &TcpStream) -> i32 {
     n
 }
 
+/// The flow's start plus its jitter, uniform in [0, start_jitter) as the simulator draws it:
+/// copies of a flow must not start in lockstep in either system.
+fn start_delay(flow: &Flow, rng: &mut ChaCha8Rng) -> Duration {
+    let jitter = if flow.start_jitter.0 > 0 { rng.gen_range(0..flow.start_jitter.0) } else { 0 };
+    Duration::from_nanos(flow.start.0 + jitter)
+}
+
 fn sleep_until(t: Instant, stop: &AtomicBool) -> bool {
     while Instant::now() < t {
         if stop.load(Ordering::Relaxed) {
@@ -200,10 +207,10 @@ pub fn send(
     stop: &AtomicBool,
 ) -> Result<Option<FlowTcpInfo>, SendError> {
     let io = |what: &'static str| move |source| SendError::Io { flow: flow.id, what, source };
-    if !sleep_until(t0 + Duration::from_nanos(flow.start.0), stop) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (flow.id as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    if !sleep_until(t0 + start_delay(flow, &mut rng), stop) {
         return Ok(None);
     }
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (flow.id as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
     if let AppConfig::Cbr { rate, packet } = &flow.app {
         let sock = UdpSocket::bind((src, 0)).map_err(io("udp bind"))?;
         set_dscp(&sock, flow.class).map_err(io("IP_TOS"))?;
@@ -280,4 +287,32 @@ pub fn send(
         AppConfig::Cbr { .. } | AppConfig::Lognormal { .. } => unreachable!("UDP sent above; lognormal refused by the plan"),
     }
     Ok(Some(socket_info(&conn, flow.id).map_err(io("TCP_INFO"))?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flows(jitter_ms: u64) -> Vec<Flow> {
+        let text = format!("name = \"t\"\nduration = \"5s\"\n[enforcer]\nkind = \"fifo\"\nrate = \"1mbit\"\nburst = 1500\nlimit = 15000\n[[aggregates]]\nrate = \"1mbit\"\nflows = [{{ rtt = \"10ms\", start = \"1s\", start_jitter = \"{jitter_ms}ms\", count = 8 }}]");
+        let resolved = ratekit_lab::scenario::parse(&text, "t.toml").unwrap();
+        super::super::plan::plan(resolved, "t.toml").unwrap().flows
+    }
+
+    fn delays(flows: &[Flow], seed: u64) -> Vec<u64> {
+        flows.iter().map(|f| start_delay(f, &mut ChaCha8Rng::seed_from_u64(seed ^ f.id as u64)).as_nanos() as u64).collect()
+    }
+
+    /// Copies of a flow start apart, within [start, start + jitter), differently per seed.
+    #[test]
+    fn start_jitter_spreads_copies_of_a_flow_within_its_bound() {
+        let jittered = flows(10);
+        let a = delays(&jittered, 1);
+        assert!(a.iter().all(|&d| (1_000_000_000..1_010_000_000).contains(&d)), "{a:?}");
+        let mut distinct = a.clone();
+        distinct.dedup();
+        assert_eq!(distinct.len(), a.len(), "{a:?}");
+        assert_ne!(a, delays(&jittered, 2));
+        assert!(delays(&flows(0), 1).iter().all(|&d| d == 1_000_000_000));
+    }
 }
