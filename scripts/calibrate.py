@@ -11,7 +11,8 @@ usage (as root): scripts/calibrate.py GRID.toml --out DIR [--runs N] [--only NAM
   --reuse   keep the runs whose summary.json is already in DIR (an interrupted grid goes on)
 Writes DIR/runs.csv (one row per case, system, run and flow), DIR/table.md and DIR/table.csv (per
 case: Linux's mean and run-to-run range beside the simulator's, and whether each target holds),
-DIR/shares.png (each CC's share, Linux against the simulator), and each run's own output under
+DIR/differences.png (each CC's share, Jain's index and every flow's mean goodput, Linux against the
+simulator), and each run's own output under
 DIR/CASE/{testbed,sim}-SEED/. Progress on stderr. Environment: RATEKIT (a built binary; default
 target/release/ratekit).
 
@@ -69,8 +70,36 @@ def run(cmd, log):
         raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n{tail}")
 
 
-def metrics(summary_path):
-    """(per-flow mean goodput, per-CC share, Jain over flows' means, drop rate, retransmits, timeouts)."""
+def seconds(text):
+    """A TOML duration of the grid ("250ms", "3s") in seconds."""
+    for unit, scale in (("ms", 1e-3), ("us", 1e-6), ("s", 1.0)):
+        if text.endswith(unit):
+            return float(text[: -len(unit)]) * scale
+    raise ValueError(f"calibrate: cannot read the duration {text!r}")
+
+
+def window_goodputs(run_dir, warmup_s, window_s):
+    """The aggregate's goodput in each whole window after the warm-up, from the run's per-flow
+    window file (testbed: windows.csv keyed by window start; simulator: flows.csv by window end)."""
+    per = {}
+    testbed = os.path.join(run_dir, "windows.csv")
+    path, key, shift = (testbed, "window_start_s", 0.0) if os.path.exists(testbed) else (os.path.join(run_dir, "flows.csv"), "time_s", window_s)
+    with open(path) as f:
+        for row in csv.DictReader(f):
+            start = round(float(row[key]) - shift, 6)
+            if start >= warmup_s - 1e-9:
+                per[start] = per.get(start, 0.0) + float(row["goodput_bps"])
+    return [per[k] for k in sorted(per)]
+
+
+def percentile(values, q):
+    v = sorted(values)
+    return v[min(len(v) - 1, int(q * len(v)))] if v else 0.0
+
+
+def metrics(summary_path, warmup_s, window_s):
+    """(per-flow mean goodput, per-CC share, Jain over flows' means, drop rate, retransmits, timeouts,
+    the aggregate's 250 ms goodput percentiles over its rate)."""
     with open(summary_path) as f:
         s = json.load(f)
     flows = sorted(s["flows"], key=lambda f: f["id"])
@@ -88,7 +117,10 @@ def metrics(summary_path):
     rto_total = tcp.get("TcpExt.TCPTimeouts", 0) if tcp else sum(r or 0 for r in rtos)
     retx_total = tcp.get("Tcp.RetransSegs", 0) if tcp else sum(r or 0 for r in retx)
     per_flow_s = len(flows) * s["duration_s"]
-    return {"goodput": good, "cc": [f["cc"] for f in flows], "shares": shares, "jain": jain,
+    windows = window_goodputs(os.path.dirname(summary_path), warmup_s, window_s)
+    rate = agg["rate_bps"]
+    return {"p10": percentile(windows, 0.1) / rate, "p50": percentile(windows, 0.5) / rate, "p90": percentile(windows, 0.9) / rate,
+            "goodput": good, "cc": [f["cc"] for f in flows], "shares": shares, "jain": jain,
             "drop_rate": agg.get("drop_rate"), "retransmits": retx, "timeouts": rtos,
             "rto_per_flow_s": rto_total / per_flow_s, "retx_per_flow_s": retx_total / per_flow_s}
 
@@ -121,13 +153,15 @@ def judge(linux, sim):
     out["flows_ok"] = (ok_flows, n, ok_flows == n, "")
     ld = [r["drop_rate"] or 0 for r in linux]
     out["drop_rate"] = (statistics.mean(ld), statistics.mean(r["drop_rate"] or 0 for r in sim), None, spread(ld))
-    for key in ("rto_per_flow_s", "retx_per_flow_s"):
+    for key in ("rto_per_flow_s", "retx_per_flow_s", "p10", "p50", "p90"):
         lv = [r[key] for r in linux]
         out[key] = (statistics.mean(lv), statistics.mean(r[key] for r in sim), None, spread(lv))
     return out
 
 
-def figure(rows, path):
+def figure(rows, flows, path):
+    """Three panels of the differences: each CC's share, Jain's index (Linux's run range as an error
+    bar, the target band shaded) and every flow's mean goodput, Linux against the simulator."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -139,17 +173,35 @@ def figure(rows, path):
     for name, res in rows:
         for key, (lm, sm, _, _) in res.items():
             if key.startswith("share_"):
-                labels.append(f"{name}\n{key[6:]}")
+                labels.append(f"{name} {key[6:]}")
                 linux.append(lm)
                 sim.append(sm)
-    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(labels)), 4))
+    fig, axes = plt.subplot_mosaic([["shares", "shares"], ["jain", "goodput"]], figsize=(max(10, 0.16 * len(labels)), 10))
+    ax, aj, ag = axes["shares"], axes["jain"], axes["goodput"]
     x = range(len(labels))
     ax.bar([i - 0.2 for i in x], linux, 0.4, label="Linux (testbed)")
     ax.bar([i + 0.2 for i in x], sim, 0.4, label="simulator")
     ax.set_xticks(list(x))
-    ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=7)
+    ax.set_xticklabels(labels, rotation=70, ha="right", fontsize=6)
     ax.set_ylabel("share of the aggregate's goodput")
-    ax.legend()
+    ax.legend(fontsize=7)
+    jl = [res["jain"][0] for _, res in rows]
+    js = [res["jain"][1] for _, res in rows]
+    # The run range is printed to two decimals: clamp what rounding puts on the wrong side of the mean.
+    lo = [max(0.0, m - float(res["jain"][3].split("-")[0])) for m, (_, res) in zip(jl, rows)]
+    hi = [max(0.0, float(res["jain"][3].split("-")[1]) - m) for m, (_, res) in zip(jl, rows)]
+    aj.fill_between([0, 1], [-JAIN_TOL, 1 - JAIN_TOL], [JAIN_TOL, 1 + JAIN_TOL], color="0.9", label=f"target ±{JAIN_TOL}")
+    aj.errorbar(jl, js, xerr=[lo, hi], fmt="o", ms=3, lw=0.8)
+    aj.set(xlim=(0, 1.02), ylim=(0, 1.02), xlabel="Jain, Linux (mean, run range)", ylabel="Jain, simulator")
+    aj.legend(fontsize=7)
+    fl = [a / 1e6 for a, _ in flows]
+    fs = [b / 1e6 for _, b in flows]
+    top = max(fl + fs + [1.0]) * 1.3
+    grid = [0.01 * top * 1.1 ** k for k in range(60) if 0.01 * top * 1.1 ** k <= top]
+    ag.fill_between(grid, [g * (1 - GOODPUT_REL) for g in grid], [g * (1 + GOODPUT_REL) for g in grid], color="0.9", label=f"±{GOODPUT_REL:.0%}")
+    ag.scatter(fl, fs, s=6)
+    ag.set(xscale="log", yscale="log", xlim=(0.01 * top, top), ylim=(0.01 * top, top), xlabel="flow's mean goodput, Linux (Mbit/s)", ylabel="simulator (Mbit/s)")
+    ag.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -180,7 +232,7 @@ def main():
     runs = args.runs or defaults.get("runs", 3)
     ratekit = os.environ.get("RATEKIT", "target/release/ratekit")
     os.makedirs(args.out, exist_ok=True)
-    results, raw = [], []
+    results, raw, flow_pairs = [], [], []
     start = time.time()
     for k, case in enumerate(cases):
         d = os.path.join(args.out, case["name"])
@@ -197,7 +249,8 @@ def main():
                 out = os.path.join(d, f"{system}-{seed}")
                 if not (args.reuse and os.path.exists(os.path.join(out, "summary.json"))):
                     run(cmd + ["--out", out], out + ".log")
-                m = metrics(os.path.join(out, "summary.json"))
+                get = lambda k: case.get(k, defaults.get(k))
+                m = metrics(os.path.join(out, "summary.json"), seconds(get("warmup")), seconds(get("window")))
                 per[system].append(m)
                 for i, g in enumerate(m["goodput"]):
                     raw.append({"case": case["name"], "system": system, "seed": seed, "flow": i, "cc": m["cc"][i],
@@ -205,12 +258,14 @@ def main():
                                 "retransmits": m["retransmits"][i], "timeouts": m["timeouts"][i]})
             print(f"calibrate: {case['name']} seed {seed} ({k + 1}/{len(cases)} cases, {time.time() - start:.0f} s)", file=sys.stderr)
         results.append((case["name"], judge(per["testbed"], per["sim"])))
+        for i in range(len(per["testbed"][0]["goodput"])):
+            flow_pairs.append(tuple(statistics.mean(r["goodput"][i] for r in per[system]) for system in ("testbed", "sim")))
     with open(os.path.join(args.out, "runs.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(raw[0]))
         w.writeheader()
         w.writerows(raw)
-    md = ["| case | CC shares, Linux [run range] → simulator | Jain, Linux [range] → simulator | flows within target | drop rate, Linux → simulator | RTOs per flow per s, Linux → simulator | retransmitted segments per flow per s | all targets |",
-          "|---|---|---|---|---|---|---|---|"]
+    md = ["| case | CC shares, Linux [run range] → simulator | Jain, Linux [range] → simulator | flows within target | drop rate, Linux → simulator | RTOs per flow per s, Linux → simulator | retransmitted segments per flow per s | aggregate goodput per window / rate, p10-p50-p90 | all targets |",
+          "|---|---|---|---|---|---|---|---|---|"]
     with open(os.path.join(args.out, "table.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["case", "metric", "linux", "sim", "ok", "linux_range"])
@@ -223,13 +278,14 @@ def main():
             ld, sd, _, _ = res["drop_rate"]
             lr, sr, _, _ = res["rto_per_flow_s"]
             lx, sx, _, _ = res["retx_per_flow_s"]
+            pct = lambda i: " ".join(f"{res[k][i]:.2f}" for k in ("p10", "p50", "p90"))
             every = all(ok for _, (_, _, ok, _) in res.items() if ok is not None)
-            md.append(f"| {name} | {shares} | {lj:.3f} [{jr}] → {sj:.3f}{'' if jok else ' ✗'} | {fo}/{fn} | {100 * ld:.1f} % → {100 * sd:.1f} % | {lr:.2f} → {sr:.2f} | {lx:.1f} → {sx:.1f} | {'yes' if every else '**no**'} |")
+            md.append(f"| {name} | {shares} | {lj:.3f} [{jr}] → {sj:.3f}{'' if jok else ' ✗'} | {fo}/{fn} | {100 * ld:.1f} % → {100 * sd:.1f} % | {lr:.2f} → {sr:.2f} | {lx:.1f} → {sx:.1f} | {pct(0)} → {pct(1)} | {'yes' if every else '**no**'} |")
     held = sum(1 for _, res in results if all(ok for _, (_, _, ok, _) in res.items() if ok is not None))
     md += ["", f"{held} of {len(results)} cases meet every target ({runs} runs each)."]
     with open(os.path.join(args.out, "table.md"), "w") as f:
         f.write("\n".join(md) + "\n")
-    figure(results, os.path.join(args.out, "shares.png"))
+    figure(results, flow_pairs, os.path.join(args.out, "differences.png"))
     print("\n".join(md))
 
 
