@@ -5,8 +5,16 @@
 pub const MSS: u32 = 1448;
 /// IP + TCP + timestamp option bytes on every segment: 20 + 20 + 12.
 pub const HEADER: u32 = 52;
-/// A sentinel for "no SACK block on this ACK".
-pub const NO_SACK: u32 = u32::MAX;
+/// SACK blocks per ACK: what fits beside the timestamp option (`tcp_established_options`).
+pub const SACK_BLOCKS: usize = 3;
+
+/// Segments `start..end` that reached the receiver out of order since its previous ACK; empty
+/// when `start == end`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sack {
+    pub start: u32,
+    pub end: u32,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Kind {
@@ -28,10 +36,11 @@ pub struct Pkt {
     pub len: u32,
     /// Cumulative ACK: the next segment the receiver expects.
     pub ack: u32,
-    /// The out-of-order segment that triggered this ACK, or `NO_SACK`. ACKs are never lost in
-    /// the model (the reverse path has no enforcer), so one block per ACK keeps the sender's
-    /// scoreboard exact, as Linux's three SACK blocks do on a loss-free reverse path.
-    pub sack: u32,
+    /// An ACK's news from the receiver's SACK blocks, most recent first. ACKs are never lost in
+    /// the model (the reverse path has no enforcer), so the sender learns every out-of-order
+    /// arrival once, as from Linux's blocks on a loss-free reverse path, without re-reading the
+    /// parts of the blocks that earlier ACKs reported.
+    pub sack: [Sack; SACK_BLOCKS],
     /// When it entered a queueing enforcer (for its sojourn time).
     pub enq_ns: u64,
 }
