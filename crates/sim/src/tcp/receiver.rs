@@ -2,7 +2,7 @@
 
 use crate::ctx::Ctx;
 use crate::engine::{ComponentId, Wakeup};
-use crate::packet::{Kind, Pkt, Sack, HEADER, MSS, SACK_BLOCKS};
+use crate::packet::{Kind, Pkt, Sacks, HEADER, MSS};
 use std::collections::VecDeque;
 
 /// The receiving end: in-order delivery, out-of-order buffer, and Linux's ACK policy
@@ -23,7 +23,7 @@ pub struct TcpReceiver {
     last_in_order_ns: Option<u64>,
     delack_deadline: Option<u64>,
     /// Out-of-order arrivals since the last ACK, most recent first: what it will SACK.
-    news: [Sack; SACK_BLOCKS],
+    news: Sacks,
     /// SACK compression (`tp->compressed_ack`, `dup_ack_counter`, `compressed_ack_rcv_nxt`).
     compressed: u32,
     dupacks: u32,
@@ -71,7 +71,7 @@ impl TcpReceiver {
             quickacks: QUICKACKS,
             last_in_order_ns: None,
             delack_deadline: None,
-            news: [Sack::default(); SACK_BLOCKS],
+            news: Sacks::default(),
             compressed: 0,
             dupacks: 0,
             dupacks_rcv_nxt: 0,
@@ -142,23 +142,13 @@ impl TcpReceiver {
     /// run beyond the three an ACK carries first sends the compressed ACK
     /// (`tcp_sack_compress_send_ack`), so that no arrival goes unreported.
     fn note_out_of_order(&mut self, ctx: &mut Ctx, seq: u32) {
-        let joins = |b: &Sack| b.start < b.end && (b.end == seq || b.start == seq + 1);
-        if let Some(k) = self.news.iter().position(joins) {
-            let b = &mut self.news[k];
-            if b.end == seq {
-                b.end += 1;
-            } else {
-                b.start -= 1;
-            }
-            self.news[..=k].rotate_right(1);
+        if self.news.extend(seq) {
             return;
         }
-        let last = self.news[SACK_BLOCKS - 1];
-        if last.start < last.end {
+        if self.news.is_full() {
             self.send_ack(ctx);
         }
-        self.news.rotate_right(1);
-        self.news[0] = Sack { start: seq, end: seq + 1 };
+        self.news.push(seq);
     }
 
     /// `__tcp_ack_snd_check` after data arrived; `ack_now` is ICSK_ACK_NOW.
@@ -286,7 +276,7 @@ mod tests {
     }
 
     fn sacked(p: &Pkt) -> Vec<u32> {
-        let mut v: Vec<u32> = p.sack.iter().flat_map(|b| b.start..b.end).collect();
+        let mut v: Vec<u32> = p.sack.runs().flatten().collect();
         v.sort_unstable();
         v
     }
@@ -342,7 +332,7 @@ mod tests {
         let acks = acks_on(&mut rx, &mut ctx, 18 * MS, 29);
         assert_eq!(acks.len(), 1);
         assert_eq!(sacked(&acks[0]), vec![23, 25, 27]);
-        assert_eq!(acks[0].sack[0], Sack { start: 27, end: 28 }, "most recent first");
+        assert_eq!(acks[0].sack.runs().next(), Some(27..28), "most recent first");
         let fired = timers_until(&mut rx, &mut ctx, 30 * MS);
         assert_eq!(fired.len(), 1);
         assert_eq!(sacked(&fired[0].1), vec![29]);

@@ -14,7 +14,7 @@ use crate::app::App;
 use crate::cc::{CaState, Cc, Conn, RateSample};
 use crate::ctx::Ctx;
 use crate::engine::{ComponentId, Wakeup};
-use crate::packet::{Kind, Pkt, Sack, HEADER, MSS, SACK_BLOCKS};
+use crate::packet::{Kind, Pkt, Sacks, HEADER, MSS, SACK_BLOCKS};
 use std::collections::VecDeque;
 
 pub const INIT_CWND: u32 = 10;
@@ -387,7 +387,7 @@ impl TcpSender {
         rs.acked_sacked += 1;
     }
 
-    pub fn on_ack(&mut self, ctx: &mut Ctx, ack: u32, sack: [Sack; SACK_BLOCKS]) {
+    pub fn on_ack(&mut self, ctx: &mut Ctx, ack: u32, sack: Sacks) {
         let now = ctx.ev.now();
         let prior_in_flight = self.in_flight();
         let prior_lost = self.conn.lost;
@@ -421,10 +421,13 @@ impl TcpSender {
         }
         // tcp_sacktag_write_queue walks the blocks in sequence order; the RTT sample is the
         // first newly SACKed segment never retransmitted (`first_sackt`).
-        let mut blocks = sack;
-        blocks.sort_unstable_by_key(|b| b.start);
-        for b in blocks {
-            for seq in b.start.max(self.conn.snd_una)..b.end.min(self.conn.snd_nxt) {
+        let mut blocks = [(0, 0); SACK_BLOCKS];
+        for (b, r) in blocks.iter_mut().zip(sack.runs()) {
+            *b = (r.start, r.end);
+        }
+        blocks.sort_unstable();
+        for (start, end) in blocks {
+            for seq in start.max(self.conn.snd_una)..end.min(self.conn.snd_nxt) {
                 let i = (seq - self.conn.snd_una) as usize;
                 let s = self.segs[i];
                 if s.sacked {
