@@ -6,7 +6,7 @@
 
 use crate::ctx::Ctx;
 use crate::engine::{ComponentId, Wakeup};
-use crate::packet::{Kind, Pkt, MSS, NO_SACK};
+use crate::packet::{Kind, Pkt, MSS};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use ratekit_lab::arrivals::draw;
@@ -194,7 +194,7 @@ impl UdpSource {
             Some((other, p)) if self.rng.gen::<f64>() < p => other,
             _ => self.flow,
         };
-        ctx.send(Pkt { flow, kind: Kind::Udp, seq: self.seq, len: self.len, sack: NO_SACK, ..Pkt::default() });
+        ctx.send(Pkt { flow, kind: Kind::Udp, seq: self.seq, len: self.len, ..Pkt::default() });
         self.seq = self.seq.wrapping_add(1);
         self.sent += 1;
         let t = now + self.next_gap().max(1);

@@ -5,8 +5,49 @@
 pub const MSS: u32 = 1448;
 /// IP + TCP + timestamp option bytes on every segment: 20 + 20 + 12.
 pub const HEADER: u32 = 52;
-/// A sentinel for "no SACK block on this ACK".
-pub const NO_SACK: u32 = u32::MAX;
+/// SACK blocks per ACK: what fits beside the timestamp option (`tcp_established_options`).
+pub const SACK_BLOCKS: usize = 3;
+
+/// An ACK's SACK runs, most recent first: segments `start[i]..start[i] + len[i]` that reached the
+/// receiver out of order since its previous ACK (none where `len[i]` is 0). A run holds no more
+/// than one ACK may leave unsent (`tcp_comp_sack_nr` + 1), so its length fits a byte and a packet
+/// stays at 48 bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sacks {
+    start: [u32; SACK_BLOCKS],
+    len: [u8; SACK_BLOCKS],
+}
+
+impl Sacks {
+    /// Adds `seq` to a run it is adjacent to, which becomes the most recent; false if none.
+    pub fn extend(&mut self, seq: u32) -> bool {
+        let end = |k: usize| self.start[k] + self.len[k] as u32;
+        let Some(k) = (0..SACK_BLOCKS).find(|&k| self.len[k] > 0 && (end(k) == seq || self.start[k] == seq + 1)) else {
+            return false;
+        };
+        self.start[k] = self.start[k].min(seq);
+        self.len[k] = self.len[k].checked_add(1).expect("a run outgrew what one ACK may hold back");
+        self.start[..=k].rotate_right(1);
+        self.len[..=k].rotate_right(1);
+        true
+    }
+
+    /// Whether another run would push one out.
+    pub fn is_full(&self) -> bool {
+        self.len[SACK_BLOCKS - 1] > 0
+    }
+
+    /// Starts a run of `seq` as the most recent.
+    pub fn push(&mut self, seq: u32) {
+        self.start.rotate_right(1);
+        self.len.rotate_right(1);
+        (self.start[0], self.len[0]) = (seq, 1);
+    }
+
+    pub fn runs(&self) -> impl Iterator<Item = std::ops::Range<u32>> + '_ {
+        (0..SACK_BLOCKS).filter(|&k| self.len[k] > 0).map(|k| self.start[k]..self.start[k] + self.len[k] as u32)
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Kind {
@@ -28,13 +69,17 @@ pub struct Pkt {
     pub len: u32,
     /// Cumulative ACK: the next segment the receiver expects.
     pub ack: u32,
-    /// The out-of-order segment that triggered this ACK, or `NO_SACK`. ACKs are never lost in
-    /// the model (the reverse path has no enforcer), so one block per ACK keeps the sender's
-    /// scoreboard exact, as Linux's three SACK blocks do on a loss-free reverse path.
-    pub sack: u32,
+    /// An ACK's news from the receiver's SACK blocks, most recent first. ACKs are never lost in
+    /// the model (the reverse path has no enforcer), so the sender learns every out-of-order
+    /// arrival once, as from Linux's blocks on a loss-free reverse path, without re-reading the
+    /// parts of the blocks that earlier ACKs reported.
+    pub sack: Sacks,
     /// When it entered a queueing enforcer (for its sojourn time).
     pub enq_ns: u64,
 }
+
+// Every hop copies a packet and the pool's cache footprint sets the 1000-flow scenario's speed.
+const _: () = assert!(std::mem::size_of::<Pkt>() <= 48);
 
 #[derive(Default)]
 pub struct Pool {

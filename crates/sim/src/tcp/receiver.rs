@@ -2,24 +2,34 @@
 
 use crate::ctx::Ctx;
 use crate::engine::{ComponentId, Wakeup};
-use crate::packet::{Kind, Pkt, HEADER, MSS, NO_SACK};
+use crate::packet::{Kind, Pkt, Sacks, HEADER, MSS};
 use std::collections::VecDeque;
 
-/// The receiving end: in-order delivery, out-of-order buffer, delayed ACKs (every second
-/// full segment or after 40 ms, Linux's minimum ATO; immediate while out-of-order data waits or
-/// in quick-ack mode: for the first 16 segments, and for 16 more after in-order data resumes
-/// from a gap longer than the receiver's RTO or after a duplicate segment).
+/// The receiving end: in-order delivery, out-of-order buffer, and Linux's ACK policy
+/// (`__tcp_ack_snd_check`): at once for more than one full segment, in quick-ack mode (the
+/// first 16 ACKs, and 16 more after in-order data resumes from a gap longer than the receiver's
+/// RTO or after a duplicate segment) or when a hole closes; otherwise delayed (40 ms, Linux's
+/// minimum ATO) while nothing waits out of order, and compressed while something does.
 pub struct TcpReceiver {
     pub id: ComponentId,
     pub flow: u32,
     rcv_nxt: u32,
     ooo: VecDeque<bool>,
     ooo_count: u32,
+    /// In-order segments since the last ACK (`rcv_nxt - rcv_wup` in segments).
     unacked: u32,
     quickacks: u32,
     /// When in-order data last arrived (Linux's `icsk_ack.lrcvtime`).
     last_in_order_ns: Option<u64>,
     delack_deadline: Option<u64>,
+    /// Out-of-order arrivals since the last ACK, most recent first: what it will SACK.
+    news: Sacks,
+    /// SACK compression (`tp->compressed_ack`, `dup_ack_counter`, `compressed_ack_rcv_nxt`).
+    compressed: u32,
+    dupacks: u32,
+    dupacks_rcv_nxt: u32,
+    comp_deadline: Option<u64>,
+    comp_delay_ns: u64,
     wake: Wakeup,
     /// Payload bytes delivered in order to the application.
     pub delivered_bytes: u64,
@@ -37,9 +47,18 @@ const QUICKACKS: u32 = 16;
 /// handshake, so the receiver takes rto_min, which RTT-scale gaps never reach and the silence
 /// before a sender's retransmission timeout (at least rto_min + 2·RTT here) always exceeds.
 const RECEIVER_RTO_NS: u64 = 200_000_000;
+/// TCP_FASTRETRANS_THRESH: dupacks per `rcv_nxt` sent before SACKs are compressed, so that a
+/// sender counting dupacks still sees three.
+const DUPACKS_UNCOMPRESSED: u32 = 3;
+/// `net.ipv4.tcp_comp_sack_nr`: at most this many ACKs compressed into one.
+const COMP_SACK_NR: u32 = 44;
+/// `net.ipv4.tcp_comp_sack_delay_ns`: the compressed ACK waits at most this long.
+const COMP_SACK_DELAY_NS: u64 = 1_000_000;
 
 impl TcpReceiver {
-    pub fn new(id: ComponentId, flow: u32, finite: Option<(u32, u32)>) -> Self {
+    /// `rtt_ns` is the path's round trip, which Linux's receiver knows from the handshake
+    /// (`srtt_us`, below its own `rcv_rtt_est`); the compressed ACK waits 5 % of it.
+    pub fn new(id: ComponentId, flow: u32, finite: Option<(u32, u32)>, rtt_ns: u64) -> Self {
         TcpReceiver {
             finite,
             completed_ns: None,
@@ -52,6 +71,12 @@ impl TcpReceiver {
             quickacks: QUICKACKS,
             last_in_order_ns: None,
             delack_deadline: None,
+            news: Sacks::default(),
+            compressed: 0,
+            dupacks: 0,
+            dupacks_rcv_nxt: 0,
+            comp_deadline: None,
+            comp_delay_ns: COMP_SACK_DELAY_NS.min(rtt_ns / 20),
             wake: Wakeup::default(),
             delivered_bytes: 0,
             window_bytes: 0,
@@ -66,9 +91,10 @@ impl TcpReceiver {
         if seq < self.rcv_nxt {
             // tcp_data_queue: a duplicate means an ACK was lost or late; tcp_enter_quickack_mode.
             self.quickacks = self.quickacks.max(QUICKACKS);
-            self.send_ack(ctx, NO_SACK);
+            self.send_ack(ctx);
             return;
         }
+        let now = ctx.ev.now();
         if seq > self.rcv_nxt {
             let i = (seq - self.rcv_nxt) as usize;
             if self.ooo.len() <= i {
@@ -77,19 +103,20 @@ impl TcpReceiver {
             if !self.ooo[i] {
                 self.ooo[i] = true;
                 self.ooo_count += 1;
+                self.note_out_of_order(ctx, seq);
             }
-            self.send_ack(ctx, seq);
+            self.ack_check(ctx, now, false);
             return;
         }
         // tcp_event_data_recv: data resuming after a gap longer than the RTO means the sender
         // failed to restart its window (a timeout); ACK quickly so that its window reopens.
-        let now = ctx.ev.now();
         if self.last_in_order_ns.is_some_and(|t| now - t > RECEIVER_RTO_NS) {
             self.quickacks = self.quickacks.max(QUICKACKS);
         }
         self.last_in_order_ns = Some(now);
         let filled_hole = self.ooo_count > 0;
         let mut bytes = payload as u64;
+        let mut segments = 1;
         self.rcv_nxt += 1;
         self.ooo.pop_front();
         while self.ooo.front() == Some(&true) {
@@ -97,6 +124,7 @@ impl TcpReceiver {
             self.ooo_count -= 1;
             bytes += self.payload_of(self.rcv_nxt) as u64;
             self.rcv_nxt += 1;
+            segments += 1;
         }
         if let Some((segments, _)) = self.finite {
             if self.rcv_nxt >= segments && self.completed_ns.is_none() {
@@ -105,16 +133,66 @@ impl TcpReceiver {
         }
         self.delivered_bytes += bytes;
         self.window_bytes += bytes;
-        self.unacked += 1;
-        if filled_hole || self.unacked >= 2 || self.quickacks > 0 {
-            self.quickacks = self.quickacks.saturating_sub(1);
-            self.send_ack(ctx, NO_SACK);
-        } else if self.delack_deadline.is_none() {
-            let t = now + DELACK_NS;
-            self.delack_deadline = Some(t);
-            if self.wake.want(t) {
-                ctx.ev.schedule(t, self.id);
+        self.unacked += segments;
+        // tcp_data_queue: ICSK_ACK_NOW once the out-of-order queue has drained (RFC 5681 4.2).
+        self.ack_check(ctx, now, filled_hole && self.ooo_count == 0);
+    }
+
+    /// `tcp_sack_new_ofo_skb`, for the blocks' news: the arrival joins or starts a run, and a
+    /// run beyond the three an ACK carries first sends the compressed ACK
+    /// (`tcp_sack_compress_send_ack`), so that no arrival goes unreported.
+    fn note_out_of_order(&mut self, ctx: &mut Ctx, seq: u32) {
+        if self.news.extend(seq) {
+            return;
+        }
+        if self.news.is_full() {
+            self.send_ack(ctx);
+        }
+        self.news.push(seq);
+    }
+
+    /// `__tcp_ack_snd_check` after data arrived; `ack_now` is ICSK_ACK_NOW.
+    fn ack_check(&mut self, ctx: &mut Ctx, now: u64, ack_now: bool) {
+        // More than one full segment unacknowledged (`rcv_nxt - rcv_wup > rcv_mss`).
+        if self.unacked >= 2 || self.quickacks > 0 || ack_now {
+            self.send_ack(ctx);
+            return;
+        }
+        if self.ooo_count == 0 {
+            if self.delack_deadline.is_none() {
+                self.arm(ctx, now + DELACK_NS, false);
             }
+            return;
+        }
+        // SACK compression (Linux 4.18+): the first three dupacks per rcv_nxt leave at once, later
+        // ones wait for the compressed-ACK timer or the next ACK sent.
+        if self.compressed >= COMP_SACK_NR {
+            self.send_ack(ctx);
+            return;
+        }
+        if self.dupacks_rcv_nxt != self.rcv_nxt {
+            self.dupacks_rcv_nxt = self.rcv_nxt;
+            self.dupacks = 0;
+        }
+        if self.dupacks < DUPACKS_UNCOMPRESSED {
+            self.dupacks += 1;
+            self.send_ack(ctx);
+            return;
+        }
+        self.compressed += 1;
+        if self.comp_deadline.is_none() {
+            self.arm(ctx, now + self.comp_delay_ns, true);
+        }
+    }
+
+    fn arm(&mut self, ctx: &mut Ctx, t: u64, compressed: bool) {
+        if compressed {
+            self.comp_deadline = Some(t);
+        } else {
+            self.delack_deadline = Some(t);
+        }
+        if self.wake.want(t) {
+            ctx.ev.schedule(t, self.id);
         }
     }
 
@@ -130,18 +208,26 @@ impl TcpReceiver {
         if !self.wake.fire(now) {
             return;
         }
-        if let Some(d) = self.delack_deadline {
-            if now >= d && self.unacked > 0 {
-                self.send_ack(ctx, NO_SACK);
-            } else if now < d && self.wake.want(d) {
-                ctx.ev.schedule(d, self.id);
+        // tcp_compressed_ack_kick, then tcp_delack_timer_handler; an ACK sent clears both.
+        if self.comp_deadline.is_some_and(|d| now >= d) || self.delack_deadline.is_some_and(|d| now >= d) {
+            self.send_ack(ctx);
+        }
+        if let Some(t) = self.comp_deadline.into_iter().chain(self.delack_deadline).min() {
+            if self.wake.want(t) {
+                ctx.ev.schedule(t, self.id);
             }
         }
     }
 
-    fn send_ack(&mut self, ctx: &mut Ctx, sack: u32) {
+    /// `tcp_send_ack` and `tcp_event_ack_sent`: every ACK leaves quick-ack mode one step and
+    /// ends the pending delayed and compressed ACKs.
+    fn send_ack(&mut self, ctx: &mut Ctx) {
         self.unacked = 0;
+        self.quickacks = self.quickacks.saturating_sub(1);
         self.delack_deadline = None;
+        self.comp_deadline = None;
+        self.compressed = 0;
+        let sack = std::mem::take(&mut self.news);
         ctx.send(Pkt { flow: self.flow, kind: Kind::Ack, ack: self.rcv_nxt, sack, len: HEADER, ..Pkt::default() });
     }
 }
@@ -163,9 +249,98 @@ mod tests {
         acked
     }
 
+    /// Delivers `seq` at `t_ns` and returns the ACKs that left at once.
+    fn acks_on(rx: &mut TcpReceiver, ctx: &mut Ctx, t_ns: u64, seq: u32) -> Vec<Pkt> {
+        ctx.ev.advance_to(t_ns);
+        rx.on_data(ctx, seq, MSS);
+        take_acks(ctx)
+    }
+
+    fn take_acks(ctx: &mut Ctx) -> Vec<Pkt> {
+        std::mem::take(&mut ctx.out).into_iter().map(|i| {
+            let p = *ctx.pool.get(i);
+            ctx.pool.release(i);
+            p
+        }).collect()
+    }
+
+    /// Runs the receiver's timers up to `t_ns`; returns each ACK they sent with its time.
+    fn timers_until(rx: &mut TcpReceiver, ctx: &mut Ctx, t_ns: u64) -> Vec<(u64, Pkt)> {
+        let mut acks = Vec::new();
+        while ctx.ev.pop_until(t_ns).is_some() {
+            rx.on_timer(ctx);
+            let now = ctx.ev.now();
+            acks.extend(take_acks(ctx).into_iter().map(|p| (now, p)));
+        }
+        acks
+    }
+
+    fn sacked(p: &Pkt) -> Vec<u32> {
+        let mut v: Vec<u32> = p.sack.runs().flatten().collect();
+        v.sort_unstable();
+        v
+    }
+
+    #[test]
+    fn sacks_after_the_third_dupack_are_compressed_for_a_millisecond() {
+        // Segment 18 is lost; 19.. arrive 0.4 ms apart (Linux's __tcp_ack_snd_check: three
+        // dupacks at once, then one ACK per tcp_comp_sack_delay_ns = min(1 ms, RTT/20)).
+        let mut ctx = Ctx::default();
+        let mut rx = past_quickacks(&mut ctx);
+        let t = |k: u64| 18 * MS + k * 400_000;
+        for (k, seq) in (19..22).enumerate() {
+            let acks = acks_on(&mut rx, &mut ctx, t(k as u64), seq);
+            assert_eq!(acks.len(), 1, "dupack {} leaves at once", k + 1);
+            assert_eq!((acks[0].ack, sacked(&acks[0])), (18, vec![seq]));
+        }
+        assert!(acks_on(&mut rx, &mut ctx, t(3), 22).is_empty(), "the fourth is compressed");
+        assert!(acks_on(&mut rx, &mut ctx, t(4), 23).is_empty());
+        let fired = timers_until(&mut rx, &mut ctx, t(5));
+        assert!(fired.is_empty(), "{fired:?}");
+        assert!(acks_on(&mut rx, &mut ctx, t(5), 24).is_empty());
+        let fired = timers_until(&mut rx, &mut ctx, t(3) + 2 * MS);
+        assert_eq!(fired.len(), 1);
+        assert_eq!(fired[0].0, t(3) + MS, "the timer runs from the first compressed arrival");
+        assert_eq!(sacked(&fired[0].1), vec![22, 23, 24], "one ACK reports every arrival since the last");
+        // The retransmission fills the hole: ACK at once, and the dupack count starts again.
+        let acks = acks_on(&mut rx, &mut ctx, t(10), 18);
+        assert_eq!((acks.len(), acks[0].ack), (1, 25));
+        // A 10 ms path compresses for 0.5 ms (5 % of the RTT).
+        let mut rx = TcpReceiver::new(0, 0, None, 10 * MS);
+        let mut ctx = Ctx::default();
+        rx.quickacks = 0;
+        for seq in 1..4 {
+            assert_eq!(acks_on(&mut rx, &mut ctx, seq as u64 * MS, seq).len(), 1);
+        }
+        assert!(acks_on(&mut rx, &mut ctx, 4 * MS, 4).is_empty());
+        let fired = timers_until(&mut rx, &mut ctx, 10 * MS);
+        assert_eq!(fired.iter().map(|(t, p)| (*t, sacked(p))).collect::<Vec<_>>(), vec![(4 * MS + MS / 2, vec![4])]);
+    }
+
+    #[test]
+    fn a_fourth_run_of_out_of_order_data_sends_the_compressed_ack_first() {
+        // tcp_sack_new_ofo_skb: three SACK blocks fit an ACK; an arrival that would need a
+        // fourth sends the pending compressed ACK (tcp_sack_compress_send_ack).
+        let mut ctx = Ctx::default();
+        let mut rx = past_quickacks(&mut ctx);
+        for seq in 19..22 {
+            assert_eq!(acks_on(&mut rx, &mut ctx, 18 * MS, seq).len(), 1);
+        }
+        for seq in [23, 25, 27] {
+            assert!(acks_on(&mut rx, &mut ctx, 18 * MS, seq).is_empty());
+        }
+        let acks = acks_on(&mut rx, &mut ctx, 18 * MS, 29);
+        assert_eq!(acks.len(), 1);
+        assert_eq!(sacked(&acks[0]), vec![23, 25, 27]);
+        assert_eq!(acks[0].sack.runs().next(), Some(27..28), "most recent first");
+        let fired = timers_until(&mut rx, &mut ctx, 30 * MS);
+        assert_eq!(fired.len(), 1);
+        assert_eq!(sacked(&fired[0].1), vec![29]);
+    }
+
     /// A receiver past its start-up quick-acks: 16 segments 1 ms apart, all acknowledged at once.
     fn past_quickacks(ctx: &mut Ctx) -> TcpReceiver {
-        let mut rx = TcpReceiver::new(0, 0, None);
+        let mut rx = TcpReceiver::new(0, 0, None, 20 * MS);
         for seq in 0..QUICKACKS {
             assert!(arrive(&mut rx, ctx, seq as u64 * MS, seq), "start-up quick-ack {seq}");
         }
