@@ -133,6 +133,39 @@ fn mixed_rtts_are_what_each_flow_measures() {
     assert!(namespaces_of(std::process::id()).is_empty());
 }
 
+/// Ethertypes of the frames in a little-endian pcap of Ethernet frames (what tcpdump writes here).
+fn ethertypes(pcap: &[u8]) -> Vec<u16> {
+    let mut types = Vec::new();
+    let mut at = 24;
+    while at + 16 <= pcap.len() {
+        let caplen = u32::from_le_bytes(pcap[at + 8..at + 12].try_into().unwrap()) as usize;
+        let frame = &pcap[at + 16..(at + 16 + caplen).min(pcap.len())];
+        if frame.len() >= 14 {
+            types.push(u16::from_be_bytes([frame[12], frame[13]]));
+        }
+        at += 16 + caplen;
+    }
+    types
+}
+
+/// No ARP crosses the middlebox: the namespaces hold each other as permanent neighbours. Were
+/// it resolved through the delay line, every run's SYNs would wait one RTT for it and Linux would
+/// start from twice the path's RTT (the SYN is timestamped before neighbour resolution).
+#[test]
+#[ignore = "needs root: network namespaces, AF_PACKET and tc; scripts/test.sh runs it with --include-ignored as root"]
+fn no_arp_crosses_the_delay_line() {
+    require_root();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tmp("arp");
+    let flows = "[[aggregates.flows]]\ncc = \"cubic\"\nrtt = \"40ms\"\ncount = 2\n";
+    run_ok(&scenario(&dir, "tc", "kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = 25000", flows, "2s", true), &dir);
+    let types = ethertypes(&std::fs::read(dir.join("sender.pcap")).unwrap());
+    assert!(types.iter().filter(|&&t| t == 0x0800).count() > 100, "the capture holds the run: {} frames", types.len());
+    assert_eq!(types.iter().filter(|&&t| t == 0x0806).count(), 0, "ARP frames in the sender's capture");
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(namespaces_of(std::process::id()).is_empty());
+}
+
 /// A 30 s run that a failing test does not leave behind: on drop it is killed if still
 /// running, and `testbed sweep` removes the namespaces a killed run leaves.
 struct LongRun(Child);

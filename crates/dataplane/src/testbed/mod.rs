@@ -80,6 +80,17 @@ pub fn run(plan: &Plan, out: &Path, progress: impl Fn(&str)) -> Result<Summary, 
     for a in &sc.aggregates {
         rcv.exec(&["ip", "addr", "add", &format!("{}/24", receiver_addr(a.id)), "dev", "rcv0"])?;
     }
+    // Permanent neighbours: ARP would cross the middlebox's delay line, so each run's first SYN
+    // would wait a round trip for it and Linux would start from twice the path's RTT (its SYN's
+    // timestamp precedes neighbour resolution): min_rtt, srtt and the first RTO all doubled. A
+    // server talks to a gateway whose address it has cached.
+    let (snd_mac, rcv_mac) = (mac(&snd, "snd0")?, mac(&rcv, "rcv0")?);
+    for a in &sc.aggregates {
+        snd.exec(&["ip", "neigh", "replace", &receiver_addr(a.id).to_string(), "lladdr", &rcv_mac, "dev", "snd0", "nud", "permanent"])?;
+    }
+    for c in 0..plan.rtts.len() {
+        rcv.exec(&["ip", "neigh", "replace", &sender_addr(c).to_string(), "lladdr", &snd_mac, "dev", "rcv0", "nud", "permanent"])?;
+    }
 
     let mut bpf = None;
     match placement {
@@ -238,6 +249,12 @@ pub fn run(plan: &Plan, out: &Path, progress: impl Fn(&str)) -> Result<Summary, 
 }
 
 /// Runs `f` on a scoped thread inside `ns` (setns affects only the calling thread).
+/// The MAC address of `dev` in `ns`.
+fn mac(ns: &Netns, dev: &str) -> Result<String, TestbedError> {
+    let out = ns.exec(&["cat", &format!("/sys/class/net/{dev}/address")])?;
+    Ok(out.trim().to_string())
+}
+
 fn in_ns<T: Send>(ns: &Netns, f: impl FnOnce() -> T + Send) -> Result<T, TestbedError> {
     std::thread::scope(|s| s.spawn(|| -> Result<T, TestbedError> {
         ns.enter().map_err(io(format!("entering {}", ns.name)))?;
