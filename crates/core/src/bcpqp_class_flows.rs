@@ -171,10 +171,15 @@ impl ClassFlowBcPqp {
             }
             self.windows.pop_front();
             let (c, s) = (c as usize, s as usize);
+            // A stale entry (restarted by a fill, or the slot reclaimed) leaves its class unserved,
+            // so only live windows serve a class here, as in the tc-BPF mirror, which keeps none.
+            if self.classes.flows_of(c).queues.data(s).window_end != end {
+                continue;
+            }
             self.sync(c, t);
             let flows = self.classes.flows_mut(c);
             if flows.queues.data(s).window_end != end {
-                continue; // restarted by a fill, or the slot was reclaimed
+                continue; // reclaimed by that service: drained, and its window has ended
             }
             if flows.clamp_magic(s) > 0 {
                 self.close_window(c, s, t);
@@ -208,7 +213,8 @@ impl Policer for ClassFlowBcPqp {
         }
         self.sync(c, t);
         let len = pkt.len as u64;
-        let s = self.classes.flows_mut(c).queues.slot(pkt.flow);
+        let key = self.classes.flow_key(c, pkt);
+        let s = self.classes.flows_mut(c).queues.slot(key);
         let (verdict, magic, accepted) = loop {
             if let Some(admitted) = self.classes.flows_mut(c).admit_in_window(s, t, len) {
                 break admitted;
