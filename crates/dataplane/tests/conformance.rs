@@ -11,6 +11,9 @@ use ratekit_dataplane::packet::{build_frame, parse, IPPROTO_TCP, IPPROTO_UDP};
 use std::collections::HashMap;
 use std::net::IpAddr;
 
+#[path = "conformance/classes.rs"]
+mod classes;
+
 struct Arrival {
     t: u64,
     frame: Vec<u8>,
@@ -362,7 +365,10 @@ fn exact_flow_bounds_are_named() {
         ("policy = \"weighted\"\nqueues = 2\nweights = [1, 2]", "weights"),
         ("policy = \"priority\"", "policy"),
         ("policy = \"weighted(fair(0, 1):3, fair(2, 3):1)\"\nqueues = 4", "policy"),
-        ("classify = \"class\"", "classify"),
+        // Classes of exact flows: 1024 flows over the fair classes, and the hashed programs' tree bounds.
+        ("classify = \"class\"\nqueues = 2\npolicy = \"priority\"", "max_flows: 2 fair classes × max_flows 1024 = 2048 > 1024"),
+        ("classify = \"class\"\nqueues = 2\npolicy = \"priority\"\nmax_flows = 513", "max_flows: 2 fair classes × max_flows 513"),
+        ("classify = \"class\"\nqueues = 17\nmax_flows = 8", "queues = 17"),
     ] {
         let cfg = EnforcerConfig::from_toml(&format!("kind = \"bcpqp\"\nrate = \"8mbit\"\nqueue_size = \"30kb\"\nflows = \"exact\"\n{extra}"));
         let err = match cfg {
@@ -371,8 +377,11 @@ fn exact_flow_bounds_are_named() {
         };
         assert!(err.contains(field), "{extra}: {err}");
     }
-    let classes = EnforcerConfig::from_toml("kind = \"pqp\"\nrate = \"8mbit\"\nqueue_size = \"30kb\"\nflows = \"exact\"\nclassify = \"class\"").unwrap();
-    assert!(BpfParams::from_config(&classes).unwrap_err().to_string().contains("classify"));
+    let classes = "kind = \"pqp\"\nrate = \"8mbit\"\nqueue_size = \"30kb\"\nflows = \"exact\"\nclassify = \"class\"\nqueues = 3\npolicy = \"priority\"";
+    for extra in ["max_flows = 512\nfair_classes = [1, 2]", "max_flows = 341"] {
+        let cfg = EnforcerConfig::from_toml(&format!("{classes}\n{extra}")).unwrap();
+        assert_eq!(BpfParams::from_config(&cfg).unwrap().program(), "pqp_class_flows", "{extra}");
+    }
     let ok = EnforcerConfig::from_toml("kind = \"pqp\"\nrate = \"8mbit\"\nqueue_size = \"30kb\"\nflows = \"exact\"\nmax_flows = 1024").unwrap();
     assert_eq!(BpfParams::from_config(&ok).unwrap().program(), "pqp_flows");
 }
@@ -430,19 +439,21 @@ fn fair_policer_live_update() {
 
 /// On/off flows for the exact per-flow programs: each flow sends trains of 1-8 packets (10-500 µs
 /// apart) separated by silences of 0-60 ms, longer than the 20 ms window often enough that
-/// drained flows are reclaimed and come back as new flows. µs-aligned, as `vector`'s.
-fn on_off_flows(seed: u64, flows: usize, dsts: &[IpAddr], horizon_ns: u64) -> Vec<Arrival> {
+/// drained flows are reclaimed and come back as new flows. µs-aligned, as `vector`'s. The flows
+/// of each destination take DSCP classes 0..`classes` in turn.
+fn on_off_flows(seed: u64, flows: usize, dsts: &[IpAddr], classes: usize, horizon_ns: u64) -> Vec<Arrival> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut events = Vec::new();
     for f in 0..flows {
         let dst = dsts[f % dsts.len()];
         let src: IpAddr = if dst.is_ipv4() { "10.8.0.1".parse().unwrap() } else { "fd00::8".parse().unwrap() };
         let sport = 1000 + (f / dsts.len()) as u16;
+        let dscp = ((f / dsts.len()) % classes) as u8;
         let mut t = 1_000 + rng.gen_range(0..horizon_ns / 4) / 1000 * 1000;
         while t < horizon_ns {
             for _ in 0..rng.gen_range(1..=8) {
                 let len = if rng.gen_bool(0.7) { 1500 } else { rng.gen_range(1..15) * 100 };
-                events.push((t, f, build_frame(src, dst, sport, 5201, IPPROTO_UDP, 0, len)));
+                events.push((t, f, build_frame(src, dst, sport, 5201, IPPROTO_UDP, dscp, len)));
                 t += rng.gen_range(10..500) * 1000;
             }
             t += rng.gen_range(0..60_000) * 1000;
@@ -493,22 +504,22 @@ fn core_facts(p: &ratekit_core::AnyPolicer, flows: &[u64]) -> ExactFacts {
 }
 
 fn bpf_facts(st: &FqState, flows: &[u64]) -> ExactFacts {
-    let slot_of: HashMap<u64, usize> = st.table.iter().filter(|&&e| e != 0).map(|&e| (st.slots[e as usize - 1].flow, e as usize - 1)).collect();
-    let heap = &st.heap[..st.heap_len as usize];
+    let (f, class) = (&st.f, &st.f.cls[0]);
+    let slot_of = f.slots_by_flow();
     ExactFacts {
         passed: st.stats.passed_packets,
         dropped: st.stats.dropped_packets,
-        created: st.flows_created,
-        reclaimed: st.flows_reclaimed,
-        overflow_packets: st.overflow_packets,
-        held: st.mapped as usize + (st.overflow != FQ_NONE) as usize,
-        backlog_nb: heap.iter().map(|&s| st.occupancy(s as usize) as u128).sum(),
-        burst_events: (st.burst_fills, st.magic_removals),
+        created: f.flows_created,
+        reclaimed: f.flows_reclaimed,
+        overflow_packets: f.overflow_packets,
+        held: class.mapped as usize + (class.overflow != FQ_NONE) as usize,
+        backlog_nb: f.heap_of(0).iter().map(|&s| f.occupancy(s as usize) as u128).sum(),
+        burst_events: (f.burst_fills, f.magic_removals),
         flows: flows
             .iter()
-            .map(|&f| match slot_of.get(&f) {
-                Some(&s) => (f, st.occupancy(s), st.slots[s].magic_nb.min(st.occupancy(s))),
-                None => (f, 0, 0),
+            .map(|&flow| match slot_of.get(&(0, flow)) {
+                Some(&s) => (flow, f.occupancy(s), f.slots[s].magic_nb.min(f.occupancy(s))),
+                None => (flow, 0, 0),
             })
             .collect(),
     }
@@ -537,7 +548,7 @@ fn exact_flows_match_core() {
         let toml = format!("{cfg}\nflows = \"exact\"");
         let cfg = EnforcerConfig::from_toml(&toml).unwrap();
         let bpf = load(&cfg).expect("needs root");
-        let arrivals = on_off_flows(60 + i as u64, flows, &dsts, 300_000_000);
+        let arrivals = on_off_flows(60 + i as u64, flows, &dsts, 1, 300_000_000);
         let mut core: HashMap<u64, (u64, ratekit_core::AnyPolicer)> = HashMap::new();
         let mut flows_of: HashMap<u64, Vec<u64>> = HashMap::new();
         let mut reasons = [0u64; 3];
