@@ -171,15 +171,10 @@ impl ClassFlowBcPqp {
             }
             self.windows.pop_front();
             let (c, s) = (c as usize, s as usize);
-            // A stale entry (restarted by a fill, or the slot reclaimed) leaves its class unserved,
-            // so only live windows serve a class here, as in the tc-BPF mirror, which keeps none.
-            if self.classes.flows_of(c).queues.data(s).window_end != end {
-                continue;
-            }
             self.sync(c, t);
             let flows = self.classes.flows_mut(c);
             if flows.queues.data(s).window_end != end {
-                continue; // reclaimed by that service: drained, and its window has ended
+                continue; // restarted by a fill, or the slot was reclaimed
             }
             if flows.clamp_magic(s) > 0 {
                 self.close_window(c, s, t);
