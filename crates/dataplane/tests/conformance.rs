@@ -6,7 +6,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use ratekit_core::{EnforcerConfig, Instant, Policer, Verdict};
 use ratekit_dataplane::bpf::{pin_thread_to_cpu, BpfPolicer, LoadOptions};
-use ratekit_dataplane::maps::{FpState, FqState, Settings, TbState, FQ_NONE};
+use ratekit_dataplane::maps::{FpState, FqFlows, FqState, Settings, TbState, FQ_NONE};
 use ratekit_dataplane::packet::{build_frame, parse, IPPROTO_TCP, IPPROTO_UDP};
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -464,21 +464,22 @@ fn on_off_flows(seed: u64, flows: usize, dsts: &[IpAddr], classes: usize, horizo
 }
 
 /// What the core's exact-flow policer and the BPF program's state must agree on: counters, flows
-/// held, total backlog, burst events, and each listed flow's occupancy and magic (nano-bytes).
+/// held, burst events, the backlog of each class's flows (one class in the flat mode), and each
+/// flow key seen (`K`: the flow, or (class, flow key)): its occupancy and magic (nano-bytes).
 #[derive(Debug, PartialEq, Eq)]
-struct ExactFacts {
-    passed: u64,
-    dropped: u64,
-    created: u64,
-    reclaimed: u64,
-    overflow_packets: u64,
-    held: usize,
-    backlog_nb: u128,
-    burst_events: (u64, u64),
-    flows: Vec<(u64, u64, u64)>,
+pub(crate) struct ExactFacts<K> {
+    pub passed: u64,
+    pub dropped: u64,
+    pub created: u64,
+    pub reclaimed: u64,
+    pub overflow_packets: u64,
+    pub held: usize,
+    pub backlog_nb: Vec<u128>,
+    pub burst_events: (u64, u64),
+    pub flows: Vec<(K, u64, u64)>,
 }
 
-fn core_facts(p: &ratekit_core::AnyPolicer, flows: &[u64]) -> ExactFacts {
+fn core_facts(p: &ratekit_core::AnyPolicer, flows: &[u64]) -> ExactFacts<u64> {
     use ratekit_core::AnyPolicer::{BcpqpFlows, PqpFlows};
     let (stats, fs, held, backlog_nb) = match p {
         PqpFlows(q) => (q.stats(), q.flow_stats(), q.flows(), q.backlog_nb()),
@@ -497,31 +498,89 @@ fn core_facts(p: &ratekit_core::AnyPolicer, flows: &[u64]) -> ExactFacts {
         reclaimed: fs.flows_reclaimed,
         overflow_packets: fs.overflow_packets,
         held,
-        backlog_nb,
+        backlog_nb: vec![backlog_nb],
         burst_events: if let BcpqpFlows(b) = p { b.burst_events() } else { (0, 0) },
         flows: flows.iter().map(|&f| flow(f)).collect(),
     }
 }
 
-fn bpf_facts(st: &FqState, flows: &[u64]) -> ExactFacts {
-    let (f, class) = (&st.f, &st.f.cls[0]);
+/// The facts of the flow queues `f` of classes 0..`classes`, keyed as `key` maps a seen key.
+pub(crate) fn bpf_flow_facts<K: Copy>(f: &FqFlows, stats: &ratekit_dataplane::maps::Stats, classes: usize, seen: &[K], key: impl Fn(K) -> (u16, u64)) -> ExactFacts<K> {
     let slot_of = f.slots_by_flow();
+    let occupancy = |k: K| slot_of.get(&key(k)).map_or((k, 0, 0), |&s| (k, f.occupancy(s), f.slots[s].magic_nb.min(f.occupancy(s))));
     ExactFacts {
-        passed: st.stats.passed_packets,
-        dropped: st.stats.dropped_packets,
+        passed: stats.passed_packets,
+        dropped: stats.dropped_packets,
         created: f.flows_created,
         reclaimed: f.flows_reclaimed,
         overflow_packets: f.overflow_packets,
-        held: class.mapped as usize + (class.overflow != FQ_NONE) as usize,
-        backlog_nb: f.heap_of(0).iter().map(|&s| f.occupancy(s as usize) as u128).sum(),
+        held: f.cls.iter().map(|k| k.mapped as usize + (k.overflow != FQ_NONE) as usize).sum(),
+        backlog_nb: (0..classes).map(|c| f.heap_of(c).iter().map(|&s| f.occupancy(s as usize) as u128).sum()).collect(),
         burst_events: (f.burst_fills, f.magic_removals),
-        flows: flows
-            .iter()
-            .map(|&flow| match slot_of.get(&(0, flow)) {
-                Some(&s) => (flow, f.occupancy(s), f.slots[s].magic_nb.min(f.occupancy(s))),
-                None => (flow, 0, 0),
-            })
-            .collect(),
+        flows: seen.iter().map(|&k| occupancy(k)).collect(),
+    }
+}
+
+/// How a vector of exact flows is judged: the flow key a packet has in the core, and both sides' facts.
+pub(crate) struct ExactCheck<'a, K> {
+    pub key: &'a dyn Fn(&ratekit_core::AnyPolicer, &ratekit_core::Packet) -> K,
+    pub core: &'a dyn Fn(&ratekit_core::AnyPolicer, &[K]) -> ExactFacts<K>,
+    pub bpf: &'a dyn Fn(&[u8], &[K]) -> ExactFacts<K>,
+}
+
+/// Runs `arrivals` through `bpf` and one core policer per aggregate: every verdict, the drops by
+/// reason, and every 5000 packets and at the end each aggregate's facts agree. Also checks that
+/// the vector drops, reclaims flows, uses the overflow queue iff `overflows`, and (BC-PQP) acts.
+pub(crate) fn run_exact<K: Copy + PartialEq + std::fmt::Debug>(name: &str, cfg: &EnforcerConfig, arrivals: &[Arrival], flows: usize, overflows: bool, check: ExactCheck<K>) {
+    let settings = Settings { match_dst: 1, prefix4: 32, prefix6: 128, test_clock: 1 };
+    let bpf = load(cfg).expect("needs root");
+    let mut core: HashMap<u64, (u64, ratekit_core::AnyPolicer)> = HashMap::new();
+    let mut seen: HashMap<u64, Vec<K>> = HashMap::new();
+    let mut reasons = [0u64; 3];
+    let compare = |core: &HashMap<u64, (u64, ratekit_core::AnyPolicer)>, seen: &HashMap<u64, Vec<K>>, at: usize| {
+        for (agg, raw) in bpf.states().unwrap() {
+            let keys = &seen[&agg.id()];
+            let (mut b, mut c) = ((check.bpf)(&raw, keys), (check.core)(&core[&agg.id()].1, keys));
+            let flow = b.flows.iter().zip(&c.flows).find(|(x, y)| x != y).map(|(x, y)| (*x, *y));
+            assert_eq!(flow, None, "{name}: aggregate {} after packet {at}: first (flow, occupancy, magic) that differs (bpf, core)", agg.ip());
+            (b.flows, c.flows) = (vec![], vec![]);
+            assert_eq!(b, c, "{name}: aggregate {} after packet {at}", agg.ip());
+        }
+    };
+    for (k, a) in arrivals.iter().enumerate() {
+        let pkt = parse(&a.frame, &settings).unwrap().pkt;
+        let (origin, p) = core.entry(pkt.aggregate).or_insert_with(|| (a.t, cfg.build_policer().unwrap()));
+        let want = p.on_arrival(Instant(a.t - *origin), &pkt);
+        let got = bpf.test_run(&a.frame, a.t).unwrap();
+        assert_eq!(got.is_pass(), want.is_pass(), "{name}: packet {k} at t={} class {} flow {:x}: bpf {got:?}, core {want:?}", a.t, pkt.class, pkt.flow);
+        if let Verdict::Drop(r) = want {
+            reasons[ratekit_dataplane::maps::BPF_DROP_REASONS.iter().position(|&x| x == r).unwrap()] += 1;
+        }
+        let key = (check.key)(p, &pkt);
+        let keys = seen.entry(pkt.aggregate).or_default();
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+        if k % 5000 == 4999 {
+            compare(&core, &seen, k);
+        }
+    }
+    compare(&core, &seen, arrivals.len());
+    let stats = bpf.stats().unwrap();
+    let by_reason: Vec<u64> = (0..3).map(|r| stats.iter().map(|(_, s)| s.drops_by_reason[r]).sum()).collect();
+    assert_eq!(by_reason, reasons, "{name}: drops by reason (overlimit, burst control, flow threshold)");
+    let passed: u64 = stats.iter().map(|(_, s)| s.passed_packets).sum();
+    let facts: Vec<ExactFacts<K>> = core.iter().map(|(agg, (_, p))| (check.core)(p, &seen[agg])).collect();
+    let (created, reclaimed, overflowed) = facts.iter().fold((0, 0, 0), |(c, r, o), f| (c + f.created, r + f.reclaimed, o + f.overflow_packets));
+    let (fills, removals) = facts.iter().fold((0, 0), |(a, b), f| (a + f.burst_events.0, b + f.burst_events.1));
+    println!("{name}: {} packets, {passed} passed, drops by reason {reasons:?}, flows created {created}, reclaimed {reclaimed}, overflow packets {overflowed}, magic fills {fills}, removals {removals}", arrivals.len());
+    // Vectors that never drop, never reclaim or never fill would not test what they claim.
+    let n = arrivals.len() as u64;
+    assert!(passed > n / 10 && passed < n * 9 / 10, "{name}: passed {passed} of {n}");
+    assert!(reclaimed > flows as u64 / 4, "{name}: only {reclaimed} flows reclaimed");
+    assert_eq!(overflowed > 0, overflows, "{name}: overflow packets {overflowed}");
+    if cfg.kind() == "bcpqp" {
+        assert!(fills > 0 && removals > 0 && reasons[1] > 0, "{name}: burst control never acted");
     }
 }
 
@@ -535,7 +594,6 @@ fn exact_flows_match_core() {
     require_root();
     let v4: IpAddr = "10.9.0.1".parse().unwrap();
     let v6: IpAddr = "fd00::9".parse().unwrap();
-    let settings = Settings { match_dst: 1, prefix4: 32, prefix6: 128, test_clock: 1 };
     // (name, config, flows, destinations, whether the overflow queue must be used)
     let cases = [
         ("bcpqp, 1000 flows", "kind = \"bcpqp\"\nrate = \"400mbit\"\nqueue_size = 6000\nwindow = \"20ms\"", 1000, vec![v4], false),
@@ -545,57 +603,12 @@ fn exact_flows_match_core() {
         ("pqp, 400 flows, max_flows 100", "kind = \"pqp\"\nrate = \"50mbit\"\nqueue_size = 3000\nmax_flows = 100", 400, vec![v4], true),
     ];
     for (i, (name, cfg, flows, dsts, overflows)) in cases.into_iter().enumerate() {
-        let toml = format!("{cfg}\nflows = \"exact\"");
-        let cfg = EnforcerConfig::from_toml(&toml).unwrap();
-        let bpf = load(&cfg).expect("needs root");
+        let cfg = EnforcerConfig::from_toml(&format!("{cfg}\nflows = \"exact\"")).unwrap();
         let arrivals = on_off_flows(60 + i as u64, flows, &dsts, 1, 300_000_000);
-        let mut core: HashMap<u64, (u64, ratekit_core::AnyPolicer)> = HashMap::new();
-        let mut flows_of: HashMap<u64, Vec<u64>> = HashMap::new();
-        let mut reasons = [0u64; 3];
-        let compare = |core: &HashMap<u64, (u64, ratekit_core::AnyPolicer)>, flows_of: &HashMap<u64, Vec<u64>>, at: usize| {
-            for (agg, raw) in bpf.states().unwrap() {
-                let st: FqState = bytemuck::pod_read_unaligned(&raw);
-                let seen = &flows_of[&agg.id()];
-                let (mut b, mut c) = (bpf_facts(&st, seen), core_facts(&core[&agg.id()].1, seen));
-                let flow = b.flows.iter().zip(&c.flows).find(|(x, y)| x != y).map(|(x, y)| (*x, *y));
-                assert_eq!(flow, None, "{name}: aggregate {} after packet {at}: first flow whose (flow, occupancy, magic) differ (bpf, core)", agg.ip());
-                (b.flows, c.flows) = (vec![], vec![]);
-                assert_eq!(b, c, "{name}: aggregate {} after packet {at}", agg.ip());
-            }
+        let bpf = |raw: &[u8], seen: &[u64]| {
+            let st: FqState = bytemuck::pod_read_unaligned(raw);
+            bpf_flow_facts(&st.f, &st.stats, 1, seen, |flow| (0, flow))
         };
-        for (k, a) in arrivals.iter().enumerate() {
-            let pkt = parse(&a.frame, &settings).unwrap().pkt;
-            let (origin, p) = core.entry(pkt.aggregate).or_insert_with(|| (a.t, cfg.build_policer().unwrap()));
-            let want = p.on_arrival(Instant(a.t - *origin), &pkt);
-            let got = bpf.test_run(&a.frame, a.t).unwrap();
-            assert_eq!(got.is_pass(), want.is_pass(), "{name}: packet {k} at t={} flow {:x}: bpf {got:?}, core {want:?}", a.t, pkt.flow);
-            if let Verdict::Drop(r) = want {
-                reasons[ratekit_dataplane::maps::BPF_DROP_REASONS.iter().position(|&x| x == r).unwrap()] += 1;
-            }
-            let seen = flows_of.entry(pkt.aggregate).or_default();
-            if !seen.contains(&pkt.flow) {
-                seen.push(pkt.flow);
-            }
-            if k % 5000 == 4999 {
-                compare(&core, &flows_of, k);
-            }
-        }
-        compare(&core, &flows_of, arrivals.len());
-        let stats = bpf.stats().unwrap();
-        let by_reason: Vec<u64> = (0..3).map(|r| stats.iter().map(|(_, s)| s.drops_by_reason[r]).sum()).collect();
-        assert_eq!(by_reason, reasons, "{name}: drops by reason (overlimit, burst control, flow threshold)");
-        let passed: u64 = stats.iter().map(|(_, s)| s.passed_packets).sum();
-        let facts: Vec<ExactFacts> = core.iter().map(|(agg, (_, p))| core_facts(p, &flows_of[agg])).collect();
-        let (created, reclaimed, overflowed) = facts.iter().fold((0, 0, 0), |(c, r, o), f| (c + f.created, r + f.reclaimed, o + f.overflow_packets));
-        let (fills, removals) = facts.iter().fold((0, 0), |(a, b), f| (a + f.burst_events.0, b + f.burst_events.1));
-        println!("{name}: {} packets, {passed} passed, drops by reason {reasons:?}, flows created {created}, reclaimed {reclaimed}, overflow packets {overflowed}, magic fills {fills}, removals {removals}", arrivals.len());
-        // Vectors that never drop, never reclaim or never fill would not test what they claim.
-        let n = arrivals.len() as u64;
-        assert!(passed > n / 10 && passed < n * 9 / 10, "{name}: passed {passed} of {n}");
-        assert!(reclaimed > flows as u64 / 4, "{name}: only {reclaimed} flows reclaimed");
-        assert_eq!(overflowed > 0, overflows, "{name}: overflow packets {overflowed}");
-        if cfg.kind() == "bcpqp" {
-            assert!(fills > 0 && removals > 0 && reasons[1] > 0, "{name}: burst control never acted");
-        }
+        run_exact(name, &cfg, &arrivals, flows, overflows, ExactCheck { key: &|_, pkt| pkt.flow, core: &core_facts, bpf: &bpf });
     }
 }
