@@ -39,75 +39,6 @@ struct {
 	__type(value, struct bcpqp_state);
 } bcpqp_zero SEC(".maps");
 
-/* A queue's demand per window (nano-bytes): the running window or the last full one, whichever
- * is larger; only the last once the running one ended; nothing after a silent window. */
-static __always_inline __u64 bc_demand(const struct pq_burst *b, __u64 t, __u64 window)
-{
-	__u64 bytes;
-	if (t < b->window_end)
-		bytes = b->accepted > b->accepted_prev ? b->accepted : b->accepted_prev;
-	else if (t < rk_sat_add(b->window_end, window))
-		bytes = b->accepted;
-	else
-		bytes = 0;
-	return rk_sat_mul(bytes, NANOS_PER_SEC);
-}
-
-/* Σ demand over the queues below `node` (phantom.rs `subtree_demand`; depth ≤ 3). */
-__noinline __u64 bc_subtree_demand_g(const struct pq_params *P, const struct bcpqp_state *st, __u32 node, __u64 now)
-{
-	if (!P || !st)
-		return 0;
-	const struct pq_node *n = pq_node(P, node);
-	if (n->kind == PQ_LEAF)
-		return bc_demand(&st->burst.q[QI(n->index)], now, P->window_ns);
-	__u64 demand = 0;
-	for (__u32 j = 0; j < PQ_CHILDREN && j < n->n_children; j++) {
-		const struct pq_node *l = pq_node(P, P->children[SI(n->first_slot + j)]);
-		demand = rk_sat_add(demand, bc_demand(&st->burst.q[QI(l->index)], now, P->window_ns));
-	}
-	return demand;
-}
-
-/* X_i = r_i*·T (BcPqp::expected_window_nb via PhantomQueues::expected_share). */
-static __always_inline __u64 bc_expected(const struct pq_params *P, const struct bcpqp_state *st, __u32 q,
-					 __u64 now, const int nested)
-{
-	__u32 leaf = P->leaf_of_queue[QI(q)];
-	__u32 up = pq_node(P, leaf)->parent;
-	__u32 path[PQ_UP_STEPS] = { leaf, up };
-	int depth = nested && up != 0 ? 2 : 1;
-	__u64 b = P->window_budget_nb;
-
-	for (int k = PQ_UP_STEPS - 1; k >= 0; k--) {
-		if (k >= depth)
-			continue;
-		__u32 child = path[k & 1];
-		const struct pq_node *c = pq_node(P, child);
-		const struct pq_node *p = pq_node(P, c->parent);
-		if (p->kind == PQ_SHARE) {
-			__u64 w = c->weight;
-			__u64 wsum = st->q.active_weight[II(p->index)] + (pq_node_backlog(P, &st->q, child) == 0 ? w : 0);
-			b = b * w / wsum; /* the loader keeps r·T·w below 2^64 */
-		} else if (nested) {
-			for (__u32 r = 0; r < PQ_CHILDREN && r < c->rank; r++) {
-				if (b == 0)
-					break;
-				__u64 demand = bc_subtree_demand_g(P, st, P->children[SI(p->first_slot + r)], now);
-				b = b > demand ? b - demand : 0;
-			}
-		}
-	}
-	return b;
-}
-
-__noinline __u64 bc_expected_g(const struct pq_params *P, const struct bcpqp_state *st, __u32 q, __u64 now)
-{
-	if (!P || !st)
-		return 0;
-	return P->flat_share ? bc_expected(P, st, q, now, 0) : bc_expected(P, st, q, now, 1);
-}
-
 /* Ends queue q's window at now; removes its magic if it accepted less than θ−·X_i, where X_i is 0
  * while a higher-priority branch holds backlog (BcPqp::close_window). */
 static __always_inline void bc_close_window(const struct pq_params *P, struct bcpqp_state *st, __u32 q, __u64 now,
@@ -116,7 +47,7 @@ static __always_inline void bc_close_window(const struct pq_params *P, struct bc
 	struct pq_burst *b = &st->burst.q[QI(q)];
 	__u64 magic = rk_min(b->magic_nb, pq_occupancy(P, &st->q, q));
 	if (magic > 0 && !(nested && pq_outranked(P, &st->q, q))) {
-		__u64 x = bc_expected_g(P, st, q, now);
+		__u64 x = bc_expected_g(P, &st->q, &st->burst, q, now);
 		if (!rk_le_products(P->theta_minus, x, b->accepted, THETA_ONE_NB)) { /* A·2^16 < θ−·X */
 			pq_remove_g(P, &st->q, &st->burst, q, magic);
 			b->magic_nb = 0;
@@ -187,7 +118,7 @@ static __always_inline int bcpqp_decide(const struct pq_params *P, struct bcpqp_
 	pq_add(P, &st->q, &st->burst, q, nb, nested);
 	b->accepted += pkt->len;
 	if (magic == 0) {
-		__u64 x = bc_expected_g(P, st, q, now);
+		__u64 x = bc_expected_g(P, &st->q, &st->burst, q, now);
 		if (!rk_le_products(b->accepted, THETA_ONE_NB, P->theta_plus, x)) /* A·2^16 > θ+·X */
 			bc_fill_with_magic(P, st, q, now, nested);
 	}

@@ -418,6 +418,79 @@ static __always_inline __u64 pq_occupancy(const struct pq_params *P, const struc
 /* Walks from leaf q up to the root (depth ≤ 3: at most two steps). */
 #define PQ_UP_STEPS 2
 
+/* A queue's demand per window (nano-bytes): the running window or the last full one, whichever
+ * is larger; only the last once the running one ended; nothing after a silent window. */
+static __always_inline __u64 bc_demand(const struct pq_burst *b, __u64 t, __u64 window)
+{
+	__u64 bytes;
+	if (t < b->window_end)
+		bytes = b->accepted > b->accepted_prev ? b->accepted : b->accepted_prev;
+	else if (t < rk_sat_add(b->window_end, window))
+		bytes = b->accepted;
+	else
+		bytes = 0;
+	return rk_sat_mul(bytes, NANOS_PER_SEC);
+}
+
+/* Σ demand over the queues below `node` (phantom.rs `subtree_demand`; depth ≤ 3). */
+__noinline __u64 bc_subtree_demand_g(const struct pq_params *P, const struct pq_bursts *burst, __u32 node, __u64 now)
+{
+	if (!P || !burst)
+		return 0;
+	const struct pq_node *n = pq_node(P, node);
+	if (n->kind == PQ_LEAF)
+		return bc_demand(&burst->q[QI(n->index)], now, P->window_ns);
+	__u64 demand = 0;
+	for (__u32 j = 0; j < PQ_CHILDREN && j < n->n_children; j++) {
+		const struct pq_node *l = pq_node(P, P->children[SI(n->first_slot + j)]);
+		demand = rk_sat_add(demand, bc_demand(&burst->q[QI(l->index)], now, P->window_ns));
+	}
+	return demand;
+}
+
+/* X_i = r_i*·T (BcPqp::expected_window_nb via PhantomQueues::expected_share): queue q's share of
+ * r·T by the tree, priority siblings charged their demand per window (`burst`; BC-PQP over
+ * classes of exact flows keeps it per class). */
+static __always_inline __u64 bc_expected(const struct pq_params *P, const struct pq_queues *s,
+					 const struct pq_bursts *burst, __u32 q, __u64 now, const int nested)
+{
+	__u32 leaf = P->leaf_of_queue[QI(q)];
+	__u32 up = pq_node(P, leaf)->parent;
+	__u32 path[PQ_UP_STEPS] = { leaf, up };
+	int depth = nested && up != 0 ? 2 : 1;
+	__u64 b = P->window_budget_nb;
+
+	for (int k = PQ_UP_STEPS - 1; k >= 0; k--) {
+		if (k >= depth)
+			continue;
+		__u32 child = path[k & 1];
+		const struct pq_node *c = pq_node(P, child);
+		const struct pq_node *p = pq_node(P, c->parent);
+		if (p->kind == PQ_SHARE) {
+			__u64 w = c->weight;
+			__u64 wsum = s->active_weight[II(p->index)] + (pq_node_backlog(P, s, child) == 0 ? w : 0);
+			b = b * w / wsum; /* the loader keeps r·T·w below 2^64 */
+		} else if (nested) {
+			for (__u32 r = 0; r < PQ_CHILDREN && r < c->rank; r++) {
+				if (b == 0)
+					break;
+				__u64 demand = bc_subtree_demand_g(P, burst, P->children[SI(p->first_slot + r)], now);
+				b = b > demand ? b - demand : 0;
+			}
+		}
+	}
+	return b;
+}
+
+__noinline __u64 bc_expected_g(const struct pq_params *P, const struct pq_queues *s, const struct pq_bursts *burst,
+			      __u32 q, __u64 now)
+{
+	if (!P || !s || !burst)
+		return 0;
+	return P->flat_share ? bc_expected(P, s, burst, q, now, 0) : bc_expected(P, s, burst, q, now, 1);
+}
+
+
 /* phantom.rs `outranked`: 1 iff a priority node on queue q's path has a higher-ranked child holding
  * backlog (priority lists are kept in rank order, so the first entry decides). */
 static __always_inline int pq_outranked(const struct pq_params *P, const struct pq_queues *s, __u32 q)

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-const PROGRAMS: &[&str] = &["token_bucket", "pqp", "bcpqp", "fair_policer", "pqp_flows"];
+const PROGRAMS: &[&str] = &["token_bucket", "pqp", "bcpqp", "fair_policer", "pqp_flows", "pqp_class_flows"];
 
 fn main() {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("../../bpf");

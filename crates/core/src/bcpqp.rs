@@ -78,6 +78,8 @@ pub struct BcPqpConfig {
     pub flows: FlowQueuing,
     #[serde(default)]
     pub max_flows: Option<u32>,
+    #[serde(default)]
+    pub fair_classes: Option<Vec<u32>>,
     /// θ+: magic fills a queue that accepted more than θ+·X_i in a window. Default 1.5 (000 §4,
     /// the upper end of Reno's steady-state rate, 4r/3, rounded up).
     #[serde(default = "default_theta_plus")]
@@ -102,6 +104,7 @@ impl BcPqpConfig {
             weights: self.weights.clone(),
             flows: self.flows,
             max_flows: self.max_flows,
+            fair_classes: self.fair_classes.clone(),
         }
     }
 

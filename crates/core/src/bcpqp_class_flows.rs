@@ -208,7 +208,8 @@ impl Policer for ClassFlowBcPqp {
         }
         self.sync(c, t);
         let len = pkt.len as u64;
-        let s = self.classes.flows_mut(c).queues.slot(pkt.flow);
+        let key = self.classes.flow_key(c, pkt);
+        let s = self.classes.flows_mut(c).queues.slot(key);
         let (verdict, magic, accepted) = loop {
             if let Some(admitted) = self.classes.flows_mut(c).admit_in_window(s, t, len) {
                 break admitted;

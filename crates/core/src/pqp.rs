@@ -74,6 +74,11 @@ pub struct PqpConfig {
     /// one overflow queue, counted in `FlowStats::overflow_packets`.
     #[serde(default)]
     pub max_flows: Option<u32>,
+    /// With `flows = "exact"` and `classify = "class"`: the classes whose flows share the class's
+    /// service fairly, each in its own queue (default: every class). A class not listed keeps one
+    /// phantom queue for all its flows, as class-queued PQP does.
+    #[serde(default)]
+    pub fair_classes: Option<Vec<u32>>,
 }
 
 impl PqpConfig {
@@ -97,7 +102,10 @@ impl PqpConfig {
         let (queues, what) = match (self.flows, self.classify) {
             (FlowQueuing::Hashed, _) => (self.queues as u64, "queues"),
             (FlowQueuing::Exact, Classify::Flow) => (1, "one flow's"),
-            (FlowQueuing::Exact, Classify::Class) => (self.queues as u64 * self.max_flows() as u64, "queues × max_flows"),
+            (FlowQueuing::Exact, Classify::Class) => {
+                let fair = (0..self.queues).filter(|&c| self.is_fair_class(c)).count() as u64;
+                (fair * self.max_flows() as u64 + self.queues as u64 - fair, "fair classes × max_flows + other classes")
+            }
         };
         let total = self.queue_size.0.saturating_mul(queues);
         if total > MAX_SIZE_BYTES {
@@ -115,6 +123,19 @@ impl PqpConfig {
     /// `flows` and `max_flows`: exact flows by flow key need the flat fair policy (the flows are
     /// the policy's members); by class, any policy over the classes.
     fn check_flows(&self) -> Result<(), ConfigError> {
+        if let Some(list) = &self.fair_classes {
+            if (self.flows, self.classify) != (FlowQueuing::Exact, Classify::Class) {
+                return Err(ConfigError::new("fair_classes", "only with flows = \"exact\" and classify = \"class\""));
+            }
+            for (i, &c) in list.iter().enumerate() {
+                if c >= self.queues {
+                    return Err(ConfigError::new("fair_classes", format!("class {c} is not one of the {} classes (0..{})", self.queues, self.queues)));
+                }
+                if list[..i].contains(&c) {
+                    return Err(ConfigError::new("fair_classes", format!("class {c} is listed twice")));
+                }
+            }
+        }
         if self.flows == FlowQueuing::Hashed {
             return match self.max_flows {
                 Some(_) => Err(ConfigError::new("max_flows", "only with flows = \"exact\"")),
@@ -133,6 +154,11 @@ impl PqpConfig {
             return Err(ConfigError::new("max_flows", format!("must be in 1..={MAX_FLOWS}, got {max}")));
         }
         Ok(())
+    }
+
+    /// Whether class `c`'s flows each get a queue (`fair_classes`; every class when not given).
+    pub fn is_fair_class(&self, c: u32) -> bool {
+        self.fair_classes.as_ref().map_or(true, |list| list.contains(&c))
     }
 
     /// Flows tracked per aggregate (per class with `classify = "class"`) under `flows = "exact"`.

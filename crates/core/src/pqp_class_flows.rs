@@ -1,7 +1,8 @@
 //! PQP over classes of exact per-flow queues (`flows = "exact"`, `classify = "class"`, issue 17
 //! item 1): the policy (weighted, priority, nested) shares the rate among the classes exactly as
-//! class-queued PQP does, and each class shares what it is served fairly among its own flows,
-//! each in its own phantom queue of size B (000 §3 with a per-flow level under every class).
+//! class-queued PQP does, and each class in `fair_classes` (default: all) shares what it is served
+//! fairly among its own flows, each in its own phantom queue of size B (000 §3 with a per-flow
+//! level under every class); the flows of any other class share one queue of size B.
 //!
 //! Two levels, one service: the class tree ([`Pqp`] over the classes) holds in each class's
 //! queue the sum of its flows' occupancies; the flows of a class ([`FlowPqp`], virtual time)
@@ -27,7 +28,13 @@ use crate::{DropReason, Instant, Packet, Policer, Verdict};
 struct Class<T> {
     flows: FlowPqp<T>,
     synced: u64,
+    /// In `fair_classes`: each flow its own queue. Otherwise every packet takes the key
+    /// [`SHARED_FLOW`], so the class's flows share one queue, the class-queued mode's.
+    fair: bool,
 }
+
+/// The flow key of every packet of a class that is not in `fair_classes`.
+pub const SHARED_FLOW: u64 = 0;
 
 /// The two levels, shared by PQP and BC-PQP over classes of exact flows; `T` is the per-flow
 /// state of what runs on top.
@@ -40,8 +47,14 @@ pub struct ClassFlows<T> {
 impl<T: Default + Clone> ClassFlows<T> {
     /// Panics on an invalid config: call [`PqpConfig::validate`] first (config.rs does).
     pub(crate) fn new(cfg: &PqpConfig) -> Self {
-        let class = Class { flows: FlowPqp::new(cfg), synced: 0 };
-        ClassFlows { tree: Pqp::new(cfg), classes: vec![class; cfg.queues as usize].into_boxed_slice() }
+        let class = |c| Class { flows: FlowPqp::new(cfg), synced: 0, fair: cfg.is_fair_class(c) };
+        ClassFlows { tree: Pqp::new(cfg), classes: (0..cfg.queues).map(class).collect() }
+    }
+
+    /// The key `pkt` takes among class `c`'s flows.
+    #[inline]
+    pub fn flow_key(&self, c: usize, pkt: &Packet) -> u64 {
+        if self.classes[c].fair { pkt.flow } else { SHARED_FLOW }
     }
 
     /// Counters summed over the classes.
@@ -79,7 +92,8 @@ impl<T: Default + Clone> ClassFlows<T> {
         self.classes[c].flows.flows()
     }
 
-    /// Occupancy of `flow`'s queue in class `c`, nano-bytes, as of the last time they were served.
+    /// Occupancy of the queue `flow` (its key: [`Self::flow_key`]) holds in class `c`, nano-bytes,
+    /// as of the last time they were served.
     pub fn flow_occupancy_nb(&self, c: usize, flow: u64) -> u64 {
         self.classes[c].flows.flow_occupancy_nb(flow)
     }
@@ -149,8 +163,9 @@ impl Policer for ClassFlowPqp {
         self.classes.tree.advance(now, &mut |_, _| {});
         // Nothing outlives a drained flow queue in PQP: reclaim it at once.
         self.classes.sync(c, &mut |_| true);
+        let key = self.classes.flow_key(c, pkt);
         let flows = self.classes.flows_mut(c);
-        let s = flows.queues.slot(pkt.flow);
+        let s = flows.queues.slot(key);
         let verdict = flows.admit(s, pkt.len as u64, |_, _, _| Some(DropReason::Overlimit)).expect("PQP declines no packet");
         if verdict.is_pass() {
             self.classes.add(c, pkt.len as u64 * NANOS_PER_SEC);

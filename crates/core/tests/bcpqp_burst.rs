@@ -23,7 +23,7 @@ fn bcpqp(queues: u32, policy: &str) -> BcPqp {
 }
 
 fn pqp(queues: u32) -> Pqp {
-    let cfg = PqpConfig { rate: Rate(R), queues, queue_size: Bytes(B), classify: Classify::Class, policy: "fair".into(), weights: None, flows: FlowQueuing::Hashed, max_flows: None };
+    let cfg = PqpConfig { rate: Rate(R), queues, queue_size: Bytes(B), classify: Classify::Class, policy: "fair".into(), weights: None, flows: FlowQueuing::Hashed, max_flows: None, fair_classes: None };
     Pqp::new(&cfg)
 }
 

@@ -21,6 +21,7 @@ fn examples_are_what_the_issue_describes() {
         ("bcpqp-weighted.toml", 4, "weighted", Some(vec![1, 2, 3, 4])),
         ("bcpqp-priority.toml", 2, "priority", None),
         ("bcpqp-nested.toml", 3, "priority(0, weighted(1:1, 2:2))", None),
+        ("bcpqp-class-exact.toml", 3, "priority(0, weighted(1:3, 2:1))", None),
     ];
     for (file, queues, policy, weights) in expect {
         let EnforcerConfig::Bcpqp(c) = load(file) else { panic!("{file} is not bcpqp") };
@@ -28,4 +29,6 @@ fn examples_are_what_the_issue_describes() {
         assert!(c.queue_size.0.abs_diff(10 * reno) <= 10, "{file}: 10 x the Reno rule (000 §6.1)");
         assert_eq!((c.theta_plus, c.theta_minus, c.window), (1.5, 0.5, Duration::from_millis(100)));
     }
+    let EnforcerConfig::Bcpqp(c) = load("bcpqp-class-exact.toml") else { panic!("bcpqp-class-exact is not bcpqp") };
+    assert_eq!((c.fair_classes, c.max_flows), (Some(vec![1, 2]), Some(512)));
 }

@@ -123,6 +123,7 @@ fn digests() -> String {
                 weights: case.weights.clone(),
                 flows: FlowQueuing::Hashed,
                 max_flows: None,
+                fair_classes: None,
                 theta_plus: 1.5,
                 theta_minus: 0.5,
                 window: Duration::from_millis(50),

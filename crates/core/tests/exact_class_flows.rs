@@ -4,12 +4,15 @@
 //! lazily served queues kept equal to their class's; flows reclaimed; config errors.
 
 use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use ratekit_core::pqp::Pqp;
 use ratekit_core::pqp_class_flows::{ClassFlowPqp, ClassFlows};
-use ratekit_core::{AnyPolicer, EnforcerConfig};
+use ratekit_core::{AnyPolicer, EnforcerConfig, Instant, Packet, Policer};
 
 mod class_flows;
 use class_flows::{
-    assert_rates, bursty_arrivals, check_bound_and_flows_match, config, nested_with_8_and_3_flows, one_packet_flows,
+    assert_rates, bursty_arrivals, check_bound_and_flows_match, config, fair_switch_per_class, nested_with_8_and_3_flows, one_packet_flows,
     passed_per_flow, priority_with_10_and_20_flows, trains, weighted_3_to_1_with_50_and_5_flows, ClassFlowPolicer,
     Source, NANOS, RATE,
 };
@@ -96,4 +99,52 @@ fn config_errors_name_the_field() {
     let big = config("pqp", RATE, 10_000_000, 4, "fair", "max_flows = 1000");
     let e = err(big);
     assert!(e.contains("queue_size") && e.contains("max_flows"), "{e}");
+    // ... but a class outside fair_classes holds one queue.
+    let one_fair = config("pqp", RATE, 10_000_000, 4, "fair", "max_flows = 1000\nfair_classes = [0]");
+    assert!(EnforcerConfig::from_toml(&one_fair).is_ok());
+    // fair_classes: only over classes of exact flows, each a class once.
+    let hashed = config("pqp", RATE, 20_000, 2, "fair", "fair_classes = [1]").replace("flows = \"exact\"", "flows = \"hashed\"");
+    let by_flow = config("pqp", RATE, 20_000, 2, "fair", "fair_classes = [1]").replace("classify = \"class\"", "classify = \"flow\"");
+    for text in [hashed, by_flow, config("pqp", RATE, 20_000, 2, "fair", "fair_classes = [2]"), config("pqp", RATE, 20_000, 2, "fair", "fair_classes = [1, 1]")] {
+        let e = err(text);
+        assert!(e.starts_with("fair_classes"), "{e}");
+    }
+}
+
+#[test]
+fn a_class_not_in_fair_classes_shares_one_queue() {
+    fair_switch_per_class(build);
+}
+
+/// Arrivals to 3 classes, many flows in classes 0 and 1, one flow in class 2; with `fair_classes`
+/// empty or naming only class 2 every class holds one queue's worth of flows, so the verdicts
+/// and the class queues must be those of class-queued PQP (`flows = "hashed"`) at every arrival.
+#[test]
+fn classes_not_in_fair_classes_are_class_queued_pqp() {
+    let mut rng = ChaCha8Rng::seed_from_u64(17);
+    let mut arrivals = Vec::new();
+    let mut t = 0u64;
+    for _ in 0..200_000 {
+        t += if rng.gen_bool(0.01) { rng.gen_range(1_000_000..20_000_000) } else { rng.gen_range(0..4_000) };
+        let class = rng.gen_range(0..3u16);
+        let flow = if class == 2 { 7 } else { rng.gen_range(0..300) };
+        arrivals.push((t, Packet { len: rng.gen_range(40..1500), flow, class, ..Packet::default() }));
+    }
+    for (policy, weights) in [("weighted", "weights = [3, 1, 2]"), ("priority", ""), ("priority(0, weighted(1:1, 2:3))", "")] {
+        for fair in ["[]", "[2]"] {
+            let mut exact = build(RATE, 6_000, 3, policy, &format!("{weights}\nfair_classes = {fair}"));
+            let hashed = config("pqp", RATE, 6_000, 3, policy, weights).replace("flows = \"exact\"", "flows = \"hashed\"");
+            let EnforcerConfig::Pqp(hashed) = EnforcerConfig::from_toml(&hashed).unwrap() else { panic!() };
+            let mut pqp = Pqp::new(&hashed);
+            let mut drops = 0;
+            for (i, (t, pkt)) in arrivals.iter().enumerate() {
+                let (a, b) = (exact.on_arrival(Instant(*t), pkt), pqp.on_arrival(Instant(*t), pkt));
+                assert_eq!(a, b, "{policy}, fair_classes = {fair}: packet {i}");
+                drops += !a.is_pass() as u32;
+                let c = pkt.class as usize;
+                assert_eq!(exact.classes().class_occupancy_nb(c), pqp.occupancy_nb(c), "{policy}, {fair}: packet {i}");
+            }
+            assert!(drops > 10_000, "{policy}, {fair}: {drops} drops");
+        }
+    }
 }

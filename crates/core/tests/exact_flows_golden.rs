@@ -69,6 +69,7 @@ fn config(max_flows: u32) -> BcPqpConfig {
         weights: None,
         flows: FlowQueuing::Exact,
         max_flows: Some(max_flows),
+        fair_classes: None,
         theta_plus: 1.5,
         theta_minus: 0.5,
         window: Duration::from_millis(50),

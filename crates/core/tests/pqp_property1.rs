@@ -37,6 +37,7 @@ fn check(policy_ix: usize, rate: u64, size: u64, arrivals: Vec<(u64, usize, u32)
         weights: weights.map(<[u32]>::to_vec),
         flows: FlowQueuing::Hashed,
         max_flows: None,
+        fair_classes: None,
     };
     cfg.validate().unwrap();
     let mut pqp = Pqp::new(&cfg);

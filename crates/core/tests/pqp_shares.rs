@@ -93,6 +93,7 @@ fn pqp_long_run_shares() {
             weights: case.weights.clone(),
             flows: FlowQueuing::Hashed,
             max_flows: None,
+            fair_classes: None,
         };
         cfg.validate().unwrap();
         check("pqp", &mut Pqp::new(&cfg), &case);
@@ -111,6 +112,7 @@ fn bcpqp_long_run_shares() {
             weights: case.weights.clone(),
             flows: FlowQueuing::Hashed,
             max_flows: None,
+            fair_classes: None,
             theta_plus: 1.5,
             theta_minus: 0.5,
             window: Duration::from_millis(100),

@@ -35,6 +35,7 @@ proptest! {
             weights: (POLICIES[policy] == "weighted").then(|| vec![1, 2, 5]),
             flows: FlowQueuing::Hashed,
             max_flows: None,
+            fair_classes: None,
         };
         cfg.validate().unwrap();
         let mut pqp = Pqp::new(&cfg);
@@ -78,6 +79,7 @@ proptest! {
             weights: None,
             flows: FlowQueuing::Hashed,
             max_flows: None,
+            fair_classes: None,
         };
         cfg.validate().unwrap();
         let mut pqp = Pqp::new(&cfg);

@@ -39,13 +39,19 @@ fn main() -> anyhow::Result<()> {
         ("bcpqp exact, 16 active flows", EXACT),
         ("bcpqp exact, 256 active flows", EXACT),
         ("bcpqp exact, 1024 active flows", EXACT),
+        // Two classes of exact flows weighted 3:1 (bpf/pqp_class_flows.c), the flows split evenly.
+        ("bcpqp class exact 3:1, 16 active flows", CLASS_EXACT),
+        ("bcpqp class exact 3:1, 1024 active flows", CLASS_EXACT),
     ];
     let loaded: Vec<BpfPolicer> = programs
         .iter()
         .map(|(name, toml)| {
             let p = BpfPolicer::load(&EnforcerConfig::from_toml(toml)?, &LoadOptions::default())?;
             if let Some(n) = name.strip_prefix("bcpqp exact, ").and_then(|r| r.split(' ').next()) {
-                backlogged(&p, n.parse()?)?;
+                backlogged(&p, n.parse()?, 1)?;
+            }
+            if let Some(n) = name.strip_prefix("bcpqp class exact 3:1, ").and_then(|r| r.split(' ').next()) {
+                backlogged(&p, n.parse()?, 2)?;
             }
             Ok(p)
         })
@@ -171,14 +177,18 @@ fn main() -> anyhow::Result<()> {
 /// window closes while it is timed (its queues stay as `backlogged` leaves them).
 const EXACT: &str = "kind = \"bcpqp\"\nrate = \"20mbit\"\nflows = \"exact\"\nqueue_size = \"5800kb\"\nwindow = \"60s\"";
 
-/// Makes `n` flows active (the timed frame's among them): each sends 4000 packets of 1500 bytes,
+/// The same per flow over two classes weighted 3:1, 512 flows each at most.
+const CLASS_EXACT: &str = "kind = \"bcpqp\"\nrate = \"20mbit\"\nflows = \"exact\"\nqueue_size = \"5800kb\"\nwindow = \"60s\"\nqueues = 2\nclassify = \"class\"\npolicy = \"weighted\"\nweights = [3, 1]\nmax_flows = 512";
+
+/// Makes `n` flows active (the timed frame's among them, in class 0; flow f in class f mod
+/// `classes`): each sends 4000 packets of 1500 bytes,
 /// which fill its phantom queue to about B = 5.8 MB (with magic for the flows whose θ+·X_i, X_i =
 /// r·T/n, is below 5.8 MB; T = 60 s removes none while timed); at r/n the queue stays non-empty
 /// for over 30 s. The timed packets then find n queues in the heap, their own full: the
 /// per-packet path of a flooded flow among n backlogged ones.
-fn backlogged(p: &BpfPolicer, n: u16) -> anyhow::Result<()> {
+fn backlogged(p: &BpfPolicer, n: u16, classes: u16) -> anyhow::Result<()> {
     for f in 0..n {
-        let frame = build_frame("10.0.0.1".parse()?, "10.0.0.2".parse()?, 1000 + f, 80, IPPROTO_TCP, 0, 1500);
+        let frame = build_frame("10.0.0.1".parse()?, "10.0.0.2".parse()?, 1000 + f, 80, IPPROTO_TCP, (f % classes) as u8, 1500);
         p.time_run(&frame, 4000)?;
     }
     Ok(())

@@ -6,10 +6,10 @@
 //! netlink code (`TcHook`); and it loads the objects with libbpf itself, so map pinning and
 //! BTF-defined maps behave exactly as every C user of libbpf sees them.
 
-use crate::maps::{AggKey, FpParams, FqParams, PqNode, PqParams, Settings, Stats, TbParams, PQ_INNER, PQ_LEAF, PQ_NODES, PQ_PRIORITY, PQ_QUEUES, PQ_SHARE, PQ_SLOTS};
+use crate::maps::{AggKey, CfParams, FpParams, FqParams, PqNode, PqParams, Settings, Stats, TbParams, PQ_INNER, PQ_LEAF, PQ_NODES, PQ_PRIORITY, PQ_QUEUES, PQ_SHARE, PQ_SLOTS};
 use libbpf_rs::{MapCore, MapFlags, Object, ObjectBuilder, ProgramInput};
 use ratekit_core::pqp::FlowQueuing;
-use ratekit_core::{DropReason, EnforcerConfig, Verdict};
+use ratekit_core::{Classify, DropReason, EnforcerConfig, Verdict};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -18,6 +18,7 @@ const PQP_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/pqp.bpf.o"));
 const BCPQP_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/bcpqp.bpf.o"));
 const FAIR_POLICER_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fair_policer.bpf.o"));
 const PQP_FLOWS_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/pqp_flows.bpf.o"));
+const PQP_CLASS_FLOWS_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/pqp_class_flows.bpf.o"));
 
 /// Offset of `tstamp` in `struct __sk_buff` (linux/bpf.h, stable UAPI), and the struct's size.
 const SKB_TSTAMP_OFFSET: usize = 152;
@@ -45,7 +46,7 @@ pub enum BpfError {
     OutOfBounds(String),
     #[error("{0}: the tc-BPF FairPolicer holds a sketch of at most 4 x 4096 counters and at most 256 active flows per aggregate, and needs 256 x (bucket / token_unit + 1) <= 2^23 allocation steps; use the middlebox beyond that")]
     FairPolicerBounds(String),
-    #[error("{0}: the tc-BPF exact per-flow PQP/BC-PQP holds at most 1024 flows per aggregate (flat fair policy); use the middlebox beyond that")]
+    #[error("{0}: the tc-BPF exact per-flow PQP/BC-PQP holds at most 1024 flows per aggregate (over classes: fair classes × max_flows); use the middlebox beyond that")]
     FlowBounds(String),
     #[error("config: {0}")]
     Config(#[from] ratekit_core::ConfigError),
@@ -86,6 +87,8 @@ pub enum BpfParams {
     FairPolicer(Box<FpParams>),
     /// PQP or BC-PQP with `flows = "exact"` (one program; `burst` tells them apart).
     PqpFlows(Box<FqParams>),
+    /// The same with `classify = "class"`: a policy tree over classes of exact flows.
+    PqpClassFlows(Box<CfParams>),
 }
 
 impl BpfParams {
@@ -97,18 +100,16 @@ impl BpfParams {
                 burst: c.burst.0,
                 initial: c.initial.unwrap_or(c.burst).0,
             })),
+            EnforcerConfig::Pqp(c) if c.flows == FlowQueuing::Exact && c.classify == Classify::Class => {
+                Ok(BpfParams::PqpClassFlows(Box::new(cf_params(c, None)?)))
+            }
+            EnforcerConfig::Bcpqp(c) if c.flows == FlowQueuing::Exact && c.classify == Classify::Class => {
+                Ok(BpfParams::PqpClassFlows(Box::new(cf_params(&c.pqp(), Some(c))?)))
+            }
             EnforcerConfig::Pqp(c) if c.flows == FlowQueuing::Exact => Ok(BpfParams::PqpFlows(Box::new(fq_params(c, None)?))),
             EnforcerConfig::Bcpqp(c) if c.flows == FlowQueuing::Exact => Ok(BpfParams::PqpFlows(Box::new(fq_params(&c.pqp(), Some(c))?))),
             EnforcerConfig::Pqp(c) => Ok(BpfParams::Pqp(Box::new(pq_params(c)?))),
-            EnforcerConfig::Bcpqp(c) => {
-                let mut p = pq_params(&c.pqp())?;
-                (p.theta_plus, p.theta_minus, p.window_ns, p.window_budget_nb) = burst_params(c);
-                let max_weight = p.nodes.iter().map(|n| n.weight as u64).max().unwrap_or(1);
-                if p.window_budget_nb.checked_mul(max_weight).is_none() {
-                    return Err(BpfError::OutOfBounds(format!("window: rate × window × weight {max_weight} overflows")));
-                }
-                Ok(BpfParams::Bcpqp(Box::new(p)))
-            }
+            EnforcerConfig::Bcpqp(c) => Ok(BpfParams::Bcpqp(Box::new(bc_tree_params(c)?))),
             EnforcerConfig::FairPolicer(c) => Ok(BpfParams::FairPolicer(Box::new(fp_params(c)?))),
             other => Err(BpfError::Unsupported(other.kind())),
         }
@@ -122,6 +123,7 @@ impl BpfParams {
             BpfParams::Bcpqp(_) => "bcpqp",
             BpfParams::FairPolicer(_) => "fair_policer",
             BpfParams::PqpFlows(_) => "pqp_flows",
+            BpfParams::PqpClassFlows(_) => "pqp_class_flows",
         }
     }
 
@@ -133,6 +135,7 @@ impl BpfParams {
             "bcpqp" => "bcpqp_state",
             "fair_policer" => "fp_state",
             "pqp_flows" => "fq_state",
+            "pqp_class_flows" => "cf_state",
             _ => "unknown_state",
         }
     }
@@ -144,6 +147,7 @@ impl BpfParams {
             BpfParams::Bcpqp(_) => BCPQP_OBJ,
             BpfParams::FairPolicer(_) => FAIR_POLICER_OBJ,
             BpfParams::PqpFlows(_) => PQP_FLOWS_OBJ,
+            BpfParams::PqpClassFlows(_) => PQP_CLASS_FLOWS_OBJ,
         }
     }
 
@@ -154,6 +158,7 @@ impl BpfParams {
             BpfParams::Bcpqp(_) => ("bcpqp_params", Self::state_map_of(self.program())),
             BpfParams::FairPolicer(_) => ("fp_params", Self::state_map_of(self.program())),
             BpfParams::PqpFlows(_) => ("fq_params", Self::state_map_of(self.program())),
+            BpfParams::PqpClassFlows(_) => ("cf_params", Self::state_map_of(self.program())),
         }
     }
 
@@ -163,6 +168,7 @@ impl BpfParams {
             BpfParams::Pqp(p) | BpfParams::Bcpqp(p) => bytemuck::bytes_of(&**p),
             BpfParams::FairPolicer(p) => bytemuck::bytes_of(&**p),
             BpfParams::PqpFlows(p) => bytemuck::bytes_of(&**p),
+            BpfParams::PqpClassFlows(p) => bytemuck::bytes_of(&**p),
         }
     }
 }
@@ -206,16 +212,22 @@ fn burst_params(c: &ratekit_core::bcpqp::BcPqpConfig) -> (u64, u64, u64, u64) {
     (fixed(c.theta_plus), fixed(c.theta_minus), c.window.0, c.rate.credit(c.window))
 }
 
+/// BC-PQP's tree: PQP's with θ±, T and r·T, within the bound on r·T·weight.
+fn bc_tree_params(c: &ratekit_core::bcpqp::BcPqpConfig) -> Result<PqParams, BpfError> {
+    let mut p = pq_params(&c.pqp())?;
+    (p.theta_plus, p.theta_minus, p.window_ns, p.window_budget_nb) = burst_params(c);
+    let max_weight = p.nodes.iter().map(|n| n.weight as u64).max().unwrap_or(1);
+    if p.window_budget_nb.checked_mul(max_weight).is_none() {
+        return Err(BpfError::OutOfBounds(format!("window: rate × window × weight {max_weight} overflows")));
+    }
+    Ok(p)
+}
+
 /// The exact per-flow program's parameters: PQP's, plus BC-PQP's burst control when `burst` is
-/// given. The program runs a flat fair policy over flows, which is all the core accepts for exact
-/// flows by flow key; classes of exact flows (a policy over classes) run in the core only.
+/// given; `max_flows` per class (the flat program has one).
 fn fq_params(c: &ratekit_core::pqp::PqpConfig, burst: Option<&ratekit_core::bcpqp::BcPqpConfig>) -> Result<FqParams, BpfError> {
     use crate::maps::FQ_MAX_FLOWS;
     c.validate()?;
-    if c.classify == ratekit_core::Classify::Class {
-        let why = "tc-BPF runs exact flows under a flat fair policy only; classes of exact flows need the middlebox";
-        return Err(ratekit_core::ConfigError::new("classify", why).into());
-    }
     if c.max_flows() as usize > FQ_MAX_FLOWS {
         return Err(BpfError::FlowBounds(format!("max_flows: {} > {FQ_MAX_FLOWS}", c.max_flows())));
     }
@@ -233,6 +245,33 @@ fn fq_params(c: &ratekit_core::pqp::PqpConfig, burst: Option<&ratekit_core::bcpq
     // (a rate or burst-control change keeps them, as the hashed programs' do).
     let mix = ratekit_core::packet::mix64;
     p.shape = mix(p.queue_size_nb ^ mix(u64::from(p.max_flows) << 1 | u64::from(p.burst))) | 1;
+    Ok(p)
+}
+
+/// Classes of exact flows: the class tree within the hashed programs' bounds, and every class's
+/// heap placed in the pool's (a fair class holds max_flows flows and its overflow queue, any
+/// other class one queue), at most FQ_MAX_FLOWS flows over the fair classes.
+fn cf_params(c: &ratekit_core::pqp::PqpConfig, burst: Option<&ratekit_core::bcpqp::BcPqpConfig>) -> Result<CfParams, BpfError> {
+    use crate::maps::FQ_MAX_FLOWS;
+    let tree = match burst {
+        Some(b) => bc_tree_params(b)?,
+        None => pq_params(c)?,
+    };
+    let fair: Vec<bool> = (0..c.queues).map(|q| c.is_fair_class(q)).collect();
+    let flows = fair.iter().filter(|&&f| f).count() * c.max_flows() as usize;
+    if flows > FQ_MAX_FLOWS {
+        return Err(BpfError::FlowBounds(format!("max_flows: {} fair classes × max_flows {} = {flows} > {FQ_MAX_FLOWS}", flows / c.max_flows() as usize, c.max_flows())));
+    }
+    let mut p = CfParams { f: fq_params(c, burst)?, tree, ..bytemuck::Zeroable::zeroed() };
+    let mut base = 0u16;
+    for (q, &is_fair) in fair.iter().enumerate() {
+        p.heap_base[q] = base;
+        p.fair_mask |= u32::from(is_fair) << q;
+        base += if is_fair { c.max_flows() as u16 + 1 } else { 1 };
+    }
+    // Another tree, flow bound, queue size or fair_classes restarts the queues (the tree's lists
+    // and the heaps' places depend on them); a rate or burst-control change keeps them.
+    p.f.shape = ratekit_core::packet::mix64(p.f.shape ^ p.tree.shape ^ u64::from(p.fair_mask) << 32) | 1;
     Ok(p)
 }
 
@@ -338,6 +377,7 @@ fn stats_offset(program: &str) -> usize {
         "bcpqp" => std::mem::offset_of!(crate::maps::BcpqpState, stats),
         "fair_policer" => std::mem::offset_of!(crate::maps::FpState, stats),
         "pqp_flows" => std::mem::offset_of!(crate::maps::FqState, stats),
+        "pqp_class_flows" => std::mem::offset_of!(crate::maps::CfState, stats),
         _ => unreachable!("unknown program {program}"),
     }
 }

@@ -212,15 +212,16 @@ pub struct FpState {
     pub sketch: [[u32; FP_WIDTH]; FP_DEPTH],
 }
 
-/// Bounds of the BPF exact per-flow PQP / BC-PQP (bpf/pqp_flows.c).
+/// Bounds of the BPF exact per-flow PQP / BC-PQP (bpf/flows.h).
 pub const FQ_MAX_FLOWS: usize = 1024;
-pub const FQ_SLOTS: usize = FQ_MAX_FLOWS + 1;
-pub const FQ_SLOTS_PADDED: usize = 1032;
+pub const FQ_CLASSES: usize = 16;
+pub const FQ_SLOTS: usize = FQ_MAX_FLOWS + FQ_CLASSES;
+pub const FQ_SLOTS_PADDED: usize = 1040;
 pub const FQ_TABLE: usize = 2048;
 /// `pos`, `overflow`, list links: none.
 pub const FQ_NONE: u32 = u32::MAX;
 
-/// `struct fq_params` (bpf/pqp_flows.c): the burst fields are zero for PQP.
+/// `struct fq_params` (bpf/flows.h): the burst fields are zero for PQP.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct FqParams {
@@ -248,10 +249,65 @@ pub struct FqSlot {
     pub pos: u32,
     pub prev: u32,
     pub next: u32,
-    pub listed: u32,
+    pub listed: u16,
+    pub cls: u16,
 }
 
-/// `struct fq_state` (bpf/pqp_flows.c): one aggregate's exact per-flow queues.
+/// `struct fq_class`: one class's level, carry and heap.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct FqClass {
+    pub level: u64,
+    pub carry: u64,
+    pub synced: u64,
+    pub heap_len: u32,
+    pub heap_base: u32,
+    pub mapped: u32,
+    pub overflow: u32,
+}
+
+/// `struct fq_flows` (bpf/flows.h): one aggregate's exact per-flow queues, by class.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub struct FqFlows {
+    pub burst_fills: u64,
+    pub magic_removals: u64,
+    pub flows_created: u64,
+    pub flows_reclaimed: u64,
+    pub overflow_packets: u64,
+    pub slots_used: u32,
+    pub free_len: u32,
+    pub win_head: u32,
+    pub win_tail: u32,
+    pub cursor: u32,
+    pub _pad: u32,
+    pub cls: [FqClass; FQ_CLASSES],
+    pub heap: [u16; FQ_SLOTS_PADDED],
+    pub free: [u16; FQ_SLOTS_PADDED],
+    pub table: [u16; FQ_TABLE],
+    pub slots: [FqSlot; FQ_SLOTS],
+}
+
+impl FqFlows {
+    /// Occupancy of slot `s` in nano-bytes (FlowQueues::occupancy).
+    pub fn occupancy(&self, s: usize) -> u64 {
+        let q = &self.slots[s];
+        if q.pos == FQ_NONE { 0 } else { q.finish - self.cls[q.cls as usize].level }
+    }
+
+    /// The slot of every flow in the table, by (class, flow).
+    pub fn slots_by_flow(&self) -> std::collections::HashMap<(u16, u64), usize> {
+        self.table.iter().filter(|&&e| e != 0).map(|&e| e as usize - 1).map(|s| ((self.slots[s].cls, self.slots[s].flow), s)).collect()
+    }
+
+    /// The non-empty slots of class `c` (its heap).
+    pub fn heap_of(&self, c: usize) -> &[u16] {
+        let k = &self.cls[c];
+        &self.heap[k.heap_base as usize..(k.heap_base + k.heap_len) as usize]
+    }
+}
+
+/// `struct fq_state` (bpf/pqp_flows.c): the flat program's aggregate, class 0 of `f`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
 pub struct FqState {
@@ -260,39 +316,34 @@ pub struct FqState {
     pub _pad: u32,
     pub last_ns: u64,
     pub shape: u64,
-    pub level: u64,
-    pub carry: u64,
-    pub burst_fills: u64,
-    pub magic_removals: u64,
-    pub flows_created: u64,
-    pub flows_reclaimed: u64,
-    pub overflow_packets: u64,
-    pub heap_len: u32,
-    pub slots_used: u32,
-    pub free_len: u32,
-    pub mapped: u32,
-    pub overflow: u32,
-    pub win_head: u32,
-    pub win_tail: u32,
-    pub cursor: u32,
     pub stats: Stats,
-    pub heap: [u16; FQ_SLOTS_PADDED],
-    pub free: [u16; FQ_SLOTS_PADDED],
-    pub table: [u16; FQ_TABLE],
-    pub slots: [FqSlot; FQ_SLOTS],
+    pub f: FqFlows,
 }
 
-impl FqState {
-    /// Occupancy of slot `s` in nano-bytes (FlowQueues::occupancy).
-    pub fn occupancy(&self, s: usize) -> u64 {
-        let q = &self.slots[s];
-        if q.pos == FQ_NONE { 0 } else { q.finish - self.level }
-    }
+/// `struct cf_params` (bpf/pqp_class_flows.c): classes of exact flows.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub struct CfParams {
+    pub f: FqParams,
+    pub fair_mask: u32,
+    pub _pad: u32,
+    pub heap_base: [u16; FQ_CLASSES],
+    pub tree: PqParams,
+}
 
-    /// The slot `flow` holds in the table, if any.
-    pub fn slot_of_flow(&self, flow: u64) -> Option<usize> {
-        self.table.iter().filter(|&&e| e != 0).map(|&e| e as usize - 1).find(|&s| self.slots[s].flow == flow)
-    }
+/// `struct cf_state` (bpf/pqp_class_flows.c): the class tree, each class's demand, the flows.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub struct CfState {
+    /// rk_lock's word: owned by the program.
+    pub lock: u32,
+    pub _pad: u32,
+    pub last_ns: u64,
+    pub shape: u64,
+    pub stats: Stats,
+    pub tree: PqQueues,
+    pub demand: [PqBurst; PQ_QUEUES],
+    pub f: FqFlows,
 }
 
 const _: () = assert!(std::mem::size_of::<PqNode>() == 12);
@@ -311,7 +362,11 @@ const _: () = assert!(std::mem::size_of::<FpFlow>() == 16);
 const _: () = assert!(std::mem::size_of::<FpState>() == 69784);
 const _: () = assert!(std::mem::size_of::<FqParams>() == 64);
 const _: () = assert!(std::mem::size_of::<FqSlot>() == 64);
-const _: () = assert!(std::mem::size_of::<FqState>() == 112 + 64 + 2 * 2 * FQ_SLOTS_PADDED + 2 * FQ_TABLE + 64 * FQ_SLOTS);
+const _: () = assert!(std::mem::size_of::<FqClass>() == 40);
+const _: () = assert!(std::mem::size_of::<FqFlows>() == 64 + 40 * FQ_CLASSES + 2 * 2 * FQ_SLOTS_PADDED + 2 * FQ_TABLE + 64 * FQ_SLOTS);
+const _: () = assert!(std::mem::size_of::<FqState>() == 88 + std::mem::size_of::<FqFlows>());
+const _: () = assert!(std::mem::size_of::<CfParams>() == 64 + 8 + 2 * FQ_CLASSES + 520);
+const _: () = assert!(std::mem::size_of::<CfState>() == 88 + 376 + 32 * PQ_QUEUES + std::mem::size_of::<FqFlows>());
 
 impl AggKey {
     /// The aggregate key the BPF programs derive: IPv4 as ::ffff:a.b.c.d, masked to the prefix.

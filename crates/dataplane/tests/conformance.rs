@@ -6,10 +6,13 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use ratekit_core::{EnforcerConfig, Instant, Policer, Verdict};
 use ratekit_dataplane::bpf::{pin_thread_to_cpu, BpfPolicer, LoadOptions};
-use ratekit_dataplane::maps::{FpState, FqState, Settings, TbState, FQ_NONE};
+use ratekit_dataplane::maps::{FpState, FqFlows, FqState, Settings, TbState, FQ_NONE};
 use ratekit_dataplane::packet::{build_frame, parse, IPPROTO_TCP, IPPROTO_UDP};
 use std::collections::HashMap;
 use std::net::IpAddr;
+
+#[path = "conformance/classes.rs"]
+mod classes;
 
 struct Arrival {
     t: u64,
@@ -362,7 +365,10 @@ fn exact_flow_bounds_are_named() {
         ("policy = \"weighted\"\nqueues = 2\nweights = [1, 2]", "weights"),
         ("policy = \"priority\"", "policy"),
         ("policy = \"weighted(fair(0, 1):3, fair(2, 3):1)\"\nqueues = 4", "policy"),
-        ("classify = \"class\"", "classify"),
+        // Classes of exact flows: 1024 flows over the fair classes, and the hashed programs' tree bounds.
+        ("classify = \"class\"\nqueues = 2\npolicy = \"priority\"", "max_flows: 2 fair classes × max_flows 1024 = 2048 > 1024"),
+        ("classify = \"class\"\nqueues = 2\npolicy = \"priority\"\nmax_flows = 513", "max_flows: 2 fair classes × max_flows 513"),
+        ("classify = \"class\"\nqueues = 17\nmax_flows = 8", "queues = 17"),
     ] {
         let cfg = EnforcerConfig::from_toml(&format!("kind = \"bcpqp\"\nrate = \"8mbit\"\nqueue_size = \"30kb\"\nflows = \"exact\"\n{extra}"));
         let err = match cfg {
@@ -371,8 +377,11 @@ fn exact_flow_bounds_are_named() {
         };
         assert!(err.contains(field), "{extra}: {err}");
     }
-    let classes = EnforcerConfig::from_toml("kind = \"pqp\"\nrate = \"8mbit\"\nqueue_size = \"30kb\"\nflows = \"exact\"\nclassify = \"class\"").unwrap();
-    assert!(BpfParams::from_config(&classes).unwrap_err().to_string().contains("classify"));
+    let classes = "kind = \"pqp\"\nrate = \"8mbit\"\nqueue_size = \"30kb\"\nflows = \"exact\"\nclassify = \"class\"\nqueues = 3\npolicy = \"priority\"";
+    for extra in ["max_flows = 512\nfair_classes = [1, 2]", "max_flows = 341"] {
+        let cfg = EnforcerConfig::from_toml(&format!("{classes}\n{extra}")).unwrap();
+        assert_eq!(BpfParams::from_config(&cfg).unwrap().program(), "pqp_class_flows", "{extra}");
+    }
     let ok = EnforcerConfig::from_toml("kind = \"pqp\"\nrate = \"8mbit\"\nqueue_size = \"30kb\"\nflows = \"exact\"\nmax_flows = 1024").unwrap();
     assert_eq!(BpfParams::from_config(&ok).unwrap().program(), "pqp_flows");
 }
@@ -430,19 +439,21 @@ fn fair_policer_live_update() {
 
 /// On/off flows for the exact per-flow programs: each flow sends trains of 1-8 packets (10-500 µs
 /// apart) separated by silences of 0-60 ms, longer than the 20 ms window often enough that
-/// drained flows are reclaimed and come back as new flows. µs-aligned, as `vector`'s.
-fn on_off_flows(seed: u64, flows: usize, dsts: &[IpAddr], horizon_ns: u64) -> Vec<Arrival> {
+/// drained flows are reclaimed and come back as new flows. µs-aligned, as `vector`'s. The flows
+/// of each destination take DSCP classes 0..`classes` in turn.
+fn on_off_flows(seed: u64, flows: usize, dsts: &[IpAddr], classes: usize, horizon_ns: u64) -> Vec<Arrival> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut events = Vec::new();
     for f in 0..flows {
         let dst = dsts[f % dsts.len()];
         let src: IpAddr = if dst.is_ipv4() { "10.8.0.1".parse().unwrap() } else { "fd00::8".parse().unwrap() };
         let sport = 1000 + (f / dsts.len()) as u16;
+        let dscp = ((f / dsts.len()) % classes) as u8;
         let mut t = 1_000 + rng.gen_range(0..horizon_ns / 4) / 1000 * 1000;
         while t < horizon_ns {
             for _ in 0..rng.gen_range(1..=8) {
                 let len = if rng.gen_bool(0.7) { 1500 } else { rng.gen_range(1..15) * 100 };
-                events.push((t, f, build_frame(src, dst, sport, 5201, IPPROTO_UDP, 0, len)));
+                events.push((t, f, build_frame(src, dst, sport, 5201, IPPROTO_UDP, dscp, len)));
                 t += rng.gen_range(10..500) * 1000;
             }
             t += rng.gen_range(0..60_000) * 1000;
@@ -453,21 +464,22 @@ fn on_off_flows(seed: u64, flows: usize, dsts: &[IpAddr], horizon_ns: u64) -> Ve
 }
 
 /// What the core's exact-flow policer and the BPF program's state must agree on: counters, flows
-/// held, total backlog, burst events, and each listed flow's occupancy and magic (nano-bytes).
+/// held, burst events, the backlog of each class's flows (one class in the flat mode), and each
+/// flow key seen (`K`: the flow, or (class, flow key)): its occupancy and magic (nano-bytes).
 #[derive(Debug, PartialEq, Eq)]
-struct ExactFacts {
-    passed: u64,
-    dropped: u64,
-    created: u64,
-    reclaimed: u64,
-    overflow_packets: u64,
-    held: usize,
-    backlog_nb: u128,
-    burst_events: (u64, u64),
-    flows: Vec<(u64, u64, u64)>,
+pub(crate) struct ExactFacts<K> {
+    pub passed: u64,
+    pub dropped: u64,
+    pub created: u64,
+    pub reclaimed: u64,
+    pub overflow_packets: u64,
+    pub held: usize,
+    pub backlog_nb: Vec<u128>,
+    pub burst_events: (u64, u64),
+    pub flows: Vec<(K, u64, u64)>,
 }
 
-fn core_facts(p: &ratekit_core::AnyPolicer, flows: &[u64]) -> ExactFacts {
+fn core_facts(p: &ratekit_core::AnyPolicer, flows: &[u64]) -> ExactFacts<u64> {
     use ratekit_core::AnyPolicer::{BcpqpFlows, PqpFlows};
     let (stats, fs, held, backlog_nb) = match p {
         PqpFlows(q) => (q.stats(), q.flow_stats(), q.flows(), q.backlog_nb()),
@@ -486,31 +498,89 @@ fn core_facts(p: &ratekit_core::AnyPolicer, flows: &[u64]) -> ExactFacts {
         reclaimed: fs.flows_reclaimed,
         overflow_packets: fs.overflow_packets,
         held,
-        backlog_nb,
+        backlog_nb: vec![backlog_nb],
         burst_events: if let BcpqpFlows(b) = p { b.burst_events() } else { (0, 0) },
         flows: flows.iter().map(|&f| flow(f)).collect(),
     }
 }
 
-fn bpf_facts(st: &FqState, flows: &[u64]) -> ExactFacts {
-    let slot_of: HashMap<u64, usize> = st.table.iter().filter(|&&e| e != 0).map(|&e| (st.slots[e as usize - 1].flow, e as usize - 1)).collect();
-    let heap = &st.heap[..st.heap_len as usize];
+/// The facts of the flow queues `f` of classes 0..`classes`, keyed as `key` maps a seen key.
+pub(crate) fn bpf_flow_facts<K: Copy>(f: &FqFlows, stats: &ratekit_dataplane::maps::Stats, classes: usize, seen: &[K], key: impl Fn(K) -> (u16, u64)) -> ExactFacts<K> {
+    let slot_of = f.slots_by_flow();
+    let occupancy = |k: K| slot_of.get(&key(k)).map_or((k, 0, 0), |&s| (k, f.occupancy(s), f.slots[s].magic_nb.min(f.occupancy(s))));
     ExactFacts {
-        passed: st.stats.passed_packets,
-        dropped: st.stats.dropped_packets,
-        created: st.flows_created,
-        reclaimed: st.flows_reclaimed,
-        overflow_packets: st.overflow_packets,
-        held: st.mapped as usize + (st.overflow != FQ_NONE) as usize,
-        backlog_nb: heap.iter().map(|&s| st.occupancy(s as usize) as u128).sum(),
-        burst_events: (st.burst_fills, st.magic_removals),
-        flows: flows
-            .iter()
-            .map(|&f| match slot_of.get(&f) {
-                Some(&s) => (f, st.occupancy(s), st.slots[s].magic_nb.min(st.occupancy(s))),
-                None => (f, 0, 0),
-            })
-            .collect(),
+        passed: stats.passed_packets,
+        dropped: stats.dropped_packets,
+        created: f.flows_created,
+        reclaimed: f.flows_reclaimed,
+        overflow_packets: f.overflow_packets,
+        held: f.cls.iter().map(|k| k.mapped as usize + (k.overflow != FQ_NONE) as usize).sum(),
+        backlog_nb: (0..classes).map(|c| f.heap_of(c).iter().map(|&s| f.occupancy(s as usize) as u128).sum()).collect(),
+        burst_events: (f.burst_fills, f.magic_removals),
+        flows: seen.iter().map(|&k| occupancy(k)).collect(),
+    }
+}
+
+/// How a vector of exact flows is judged: the flow key a packet has in the core, and both sides' facts.
+pub(crate) struct ExactCheck<'a, K> {
+    pub key: &'a dyn Fn(&ratekit_core::AnyPolicer, &ratekit_core::Packet) -> K,
+    pub core: &'a dyn Fn(&ratekit_core::AnyPolicer, &[K]) -> ExactFacts<K>,
+    pub bpf: &'a dyn Fn(&[u8], &[K]) -> ExactFacts<K>,
+}
+
+/// Runs `arrivals` through `bpf` and one core policer per aggregate: every verdict, the drops by
+/// reason, and every 5000 packets and at the end each aggregate's facts agree. Also checks that
+/// the vector drops, reclaims flows, uses the overflow queue iff `overflows`, and (BC-PQP) acts.
+pub(crate) fn run_exact<K: Copy + PartialEq + std::fmt::Debug>(name: &str, cfg: &EnforcerConfig, arrivals: &[Arrival], flows: usize, overflows: bool, check: ExactCheck<K>) {
+    let settings = Settings { match_dst: 1, prefix4: 32, prefix6: 128, test_clock: 1 };
+    let bpf = load(cfg).expect("needs root");
+    let mut core: HashMap<u64, (u64, ratekit_core::AnyPolicer)> = HashMap::new();
+    let mut seen: HashMap<u64, Vec<K>> = HashMap::new();
+    let mut reasons = [0u64; 3];
+    let compare = |core: &HashMap<u64, (u64, ratekit_core::AnyPolicer)>, seen: &HashMap<u64, Vec<K>>, at: usize| {
+        for (agg, raw) in bpf.states().unwrap() {
+            let keys = &seen[&agg.id()];
+            let (mut b, mut c) = ((check.bpf)(&raw, keys), (check.core)(&core[&agg.id()].1, keys));
+            let flow = b.flows.iter().zip(&c.flows).find(|(x, y)| x != y).map(|(x, y)| (*x, *y));
+            assert_eq!(flow, None, "{name}: aggregate {} after packet {at}: first (flow, occupancy, magic) that differs (bpf, core)", agg.ip());
+            (b.flows, c.flows) = (vec![], vec![]);
+            assert_eq!(b, c, "{name}: aggregate {} after packet {at}", agg.ip());
+        }
+    };
+    for (k, a) in arrivals.iter().enumerate() {
+        let pkt = parse(&a.frame, &settings).unwrap().pkt;
+        let (origin, p) = core.entry(pkt.aggregate).or_insert_with(|| (a.t, cfg.build_policer().unwrap()));
+        let want = p.on_arrival(Instant(a.t - *origin), &pkt);
+        let got = bpf.test_run(&a.frame, a.t).unwrap();
+        assert_eq!(got.is_pass(), want.is_pass(), "{name}: packet {k} at t={} class {} flow {:x}: bpf {got:?}, core {want:?}", a.t, pkt.class, pkt.flow);
+        if let Verdict::Drop(r) = want {
+            reasons[ratekit_dataplane::maps::BPF_DROP_REASONS.iter().position(|&x| x == r).unwrap()] += 1;
+        }
+        let key = (check.key)(p, &pkt);
+        let keys = seen.entry(pkt.aggregate).or_default();
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+        if k % 5000 == 4999 {
+            compare(&core, &seen, k);
+        }
+    }
+    compare(&core, &seen, arrivals.len());
+    let stats = bpf.stats().unwrap();
+    let by_reason: Vec<u64> = (0..3).map(|r| stats.iter().map(|(_, s)| s.drops_by_reason[r]).sum()).collect();
+    assert_eq!(by_reason, reasons, "{name}: drops by reason (overlimit, burst control, flow threshold)");
+    let passed: u64 = stats.iter().map(|(_, s)| s.passed_packets).sum();
+    let facts: Vec<ExactFacts<K>> = core.iter().map(|(agg, (_, p))| (check.core)(p, &seen[agg])).collect();
+    let (created, reclaimed, overflowed) = facts.iter().fold((0, 0, 0), |(c, r, o), f| (c + f.created, r + f.reclaimed, o + f.overflow_packets));
+    let (fills, removals) = facts.iter().fold((0, 0), |(a, b), f| (a + f.burst_events.0, b + f.burst_events.1));
+    println!("{name}: {} packets, {passed} passed, drops by reason {reasons:?}, flows created {created}, reclaimed {reclaimed}, overflow packets {overflowed}, magic fills {fills}, removals {removals}", arrivals.len());
+    // Vectors that never drop, never reclaim or never fill would not test what they claim.
+    let n = arrivals.len() as u64;
+    assert!(passed > n / 10 && passed < n * 9 / 10, "{name}: passed {passed} of {n}");
+    assert!(reclaimed > flows as u64 / 4, "{name}: only {reclaimed} flows reclaimed");
+    assert_eq!(overflowed > 0, overflows, "{name}: overflow packets {overflowed}");
+    if cfg.kind() == "bcpqp" {
+        assert!(fills > 0 && removals > 0 && reasons[1] > 0, "{name}: burst control never acted");
     }
 }
 
@@ -524,7 +594,6 @@ fn exact_flows_match_core() {
     require_root();
     let v4: IpAddr = "10.9.0.1".parse().unwrap();
     let v6: IpAddr = "fd00::9".parse().unwrap();
-    let settings = Settings { match_dst: 1, prefix4: 32, prefix6: 128, test_clock: 1 };
     // (name, config, flows, destinations, whether the overflow queue must be used)
     let cases = [
         ("bcpqp, 1000 flows", "kind = \"bcpqp\"\nrate = \"400mbit\"\nqueue_size = 6000\nwindow = \"20ms\"", 1000, vec![v4], false),
@@ -534,57 +603,12 @@ fn exact_flows_match_core() {
         ("pqp, 400 flows, max_flows 100", "kind = \"pqp\"\nrate = \"50mbit\"\nqueue_size = 3000\nmax_flows = 100", 400, vec![v4], true),
     ];
     for (i, (name, cfg, flows, dsts, overflows)) in cases.into_iter().enumerate() {
-        let toml = format!("{cfg}\nflows = \"exact\"");
-        let cfg = EnforcerConfig::from_toml(&toml).unwrap();
-        let bpf = load(&cfg).expect("needs root");
-        let arrivals = on_off_flows(60 + i as u64, flows, &dsts, 300_000_000);
-        let mut core: HashMap<u64, (u64, ratekit_core::AnyPolicer)> = HashMap::new();
-        let mut flows_of: HashMap<u64, Vec<u64>> = HashMap::new();
-        let mut reasons = [0u64; 3];
-        let compare = |core: &HashMap<u64, (u64, ratekit_core::AnyPolicer)>, flows_of: &HashMap<u64, Vec<u64>>, at: usize| {
-            for (agg, raw) in bpf.states().unwrap() {
-                let st: FqState = bytemuck::pod_read_unaligned(&raw);
-                let seen = &flows_of[&agg.id()];
-                let (mut b, mut c) = (bpf_facts(&st, seen), core_facts(&core[&agg.id()].1, seen));
-                let flow = b.flows.iter().zip(&c.flows).find(|(x, y)| x != y).map(|(x, y)| (*x, *y));
-                assert_eq!(flow, None, "{name}: aggregate {} after packet {at}: first flow whose (flow, occupancy, magic) differ (bpf, core)", agg.ip());
-                (b.flows, c.flows) = (vec![], vec![]);
-                assert_eq!(b, c, "{name}: aggregate {} after packet {at}", agg.ip());
-            }
+        let cfg = EnforcerConfig::from_toml(&format!("{cfg}\nflows = \"exact\"")).unwrap();
+        let arrivals = on_off_flows(60 + i as u64, flows, &dsts, 1, 300_000_000);
+        let bpf = |raw: &[u8], seen: &[u64]| {
+            let st: FqState = bytemuck::pod_read_unaligned(raw);
+            bpf_flow_facts(&st.f, &st.stats, 1, seen, |flow| (0, flow))
         };
-        for (k, a) in arrivals.iter().enumerate() {
-            let pkt = parse(&a.frame, &settings).unwrap().pkt;
-            let (origin, p) = core.entry(pkt.aggregate).or_insert_with(|| (a.t, cfg.build_policer().unwrap()));
-            let want = p.on_arrival(Instant(a.t - *origin), &pkt);
-            let got = bpf.test_run(&a.frame, a.t).unwrap();
-            assert_eq!(got.is_pass(), want.is_pass(), "{name}: packet {k} at t={} flow {:x}: bpf {got:?}, core {want:?}", a.t, pkt.flow);
-            if let Verdict::Drop(r) = want {
-                reasons[ratekit_dataplane::maps::BPF_DROP_REASONS.iter().position(|&x| x == r).unwrap()] += 1;
-            }
-            let seen = flows_of.entry(pkt.aggregate).or_default();
-            if !seen.contains(&pkt.flow) {
-                seen.push(pkt.flow);
-            }
-            if k % 5000 == 4999 {
-                compare(&core, &flows_of, k);
-            }
-        }
-        compare(&core, &flows_of, arrivals.len());
-        let stats = bpf.stats().unwrap();
-        let by_reason: Vec<u64> = (0..3).map(|r| stats.iter().map(|(_, s)| s.drops_by_reason[r]).sum()).collect();
-        assert_eq!(by_reason, reasons, "{name}: drops by reason (overlimit, burst control, flow threshold)");
-        let passed: u64 = stats.iter().map(|(_, s)| s.passed_packets).sum();
-        let facts: Vec<ExactFacts> = core.iter().map(|(agg, (_, p))| core_facts(p, &flows_of[agg])).collect();
-        let (created, reclaimed, overflowed) = facts.iter().fold((0, 0, 0), |(c, r, o), f| (c + f.created, r + f.reclaimed, o + f.overflow_packets));
-        let (fills, removals) = facts.iter().fold((0, 0), |(a, b), f| (a + f.burst_events.0, b + f.burst_events.1));
-        println!("{name}: {} packets, {passed} passed, drops by reason {reasons:?}, flows created {created}, reclaimed {reclaimed}, overflow packets {overflowed}, magic fills {fills}, removals {removals}", arrivals.len());
-        // Vectors that never drop, never reclaim or never fill would not test what they claim.
-        let n = arrivals.len() as u64;
-        assert!(passed > n / 10 && passed < n * 9 / 10, "{name}: passed {passed} of {n}");
-        assert!(reclaimed > flows as u64 / 4, "{name}: only {reclaimed} flows reclaimed");
-        assert_eq!(overflowed > 0, overflows, "{name}: overflow packets {overflowed}");
-        if cfg.kind() == "bcpqp" {
-            assert!(fills > 0 && removals > 0 && reasons[1] > 0, "{name}: burst control never acted");
-        }
+        run_exact(name, &cfg, &arrivals, flows, overflows, ExactCheck { key: &|_, pkt| pkt.flow, core: &core_facts, bpf: &bpf });
     }
 }

@@ -168,3 +168,27 @@ pub fn one_packet_flows<P: ClassFlowPolicer>(p: &mut P, live: u64) -> usize {
     assert!(stats.flows_reclaimed >= 100_000 - live, "{stats:?}");
     most
 }
+
+/// `fair_classes = [1]` under weights 3:1, both classes overloaded twice, each by three flows and
+/// one offering three times as much: the classes still get 3/4 and 1/4 of the rate; in class 0,
+/// whose flows share one queue as in class-queued PQP, the heavy flow takes about three times
+/// what each light one does (drops fall on every flow alike), while class 1 shares equally.
+pub fn fair_switch_per_class<P: Policer>(build: impl FnOnce(u64, u64, usize, &str, &str) -> P) -> P {
+    let offered = |class: u16, heavy: bool| {
+        let light = if class == 0 { RATE / 4 } else { RATE / 10 };
+        Source { class, offered: if heavy { 3 * light } else { light } }
+    };
+    let sources: Vec<Source> = (0..8).map(|f| offered((f >= 4) as u16, f % 4 == 3)).collect();
+    let mut p = build(RATE, 20_000, 2, "weighted", "weights = [3, 1]\nfair_classes = [1]");
+    let passed = passed_per_flow(&mut p, &trains(4, &sources, SECONDS), sources.len(), WARMUP * NANOS);
+    let seconds = (SECONDS - WARMUP) as f64;
+    let class0: u64 = passed[..4].iter().sum();
+    let want0 = RATE as f64 * 0.75;
+    assert!((class0 as f64 / seconds - want0).abs() <= 0.05 * want0, "class 0: {class0} B over {seconds} s (all: {passed:?})");
+    let light = passed[..3].iter().sum::<u64>() as f64 / 3.0;
+    let ratio = passed[3] as f64 / light;
+    assert!((2.5..=3.5).contains(&ratio), "class 0 shares one queue: heavy/light {ratio:.2}, expected about 3 (all: {passed:?})");
+    let expected = vec![RATE as f64 * 0.25 / 4.0; 4];
+    assert_rates(&passed[4..], seconds, &expected, 0.05);
+    p
+}

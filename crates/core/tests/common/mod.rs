@@ -16,6 +16,7 @@ pub fn bcpqp_config(policy: &str, queues: u32, rate: u64, queue_size: u64, class
         weights: (policy == "weighted").then(|| (1..=queues).collect()),
         flows: FlowQueuing::Hashed,
         max_flows: None,
+        fair_classes: None,
         theta_plus: theta.0,
         theta_minus: theta.1,
         window,
