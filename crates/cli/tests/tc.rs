@@ -156,6 +156,13 @@ impl Lab {
         ratekit(&args)
     }
 
+    /// Attaches the shipped example `file` (examples/enforcers), which must load as `program`, and detaches it.
+    fn example_loads(&self, file: &str, program: &str) {
+        let (ok, out) = self.attach(&[], &format!("{}/../../examples/enforcers/{file}", env!("CARGO_MANIFEST_DIR")));
+        assert!(ok && out.contains(&format!("attached {program}")), "{out}");
+        assert!(self.detach().0, "detaching {file}");
+    }
+
     fn detach(&self) -> (bool, String) {
         ratekit(&["tc", "detach", "--netns", &self.b.name, "--dev", "b0"])
     }
@@ -255,9 +262,7 @@ fn tc_bcpqp_holds_rate_and_updates_live() {
 fn tc_bcpqp_exact_holds_rate_and_updates_live() {
     require_root();
     let lab = Lab::new("tcx");
-    let (ok, out) = lab.attach(&[], concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/enforcers/bcpqp-exact.toml"));
-    assert!(ok && out.contains("attached pqp_flows"), "{out}");
-    assert!(lab.detach().0, "detaching the example");
+    lab.example_loads("bcpqp-exact.toml", "pqp_flows");
     let cfg = |rate: &str| lab.config(&format!("bcx-{rate}.toml"), &format!("kind = \"bcpqp\"\nrate = \"{rate}\"\nflows = \"exact\"\nqueue_size = \"20kb\"\n"));
     let queue = 20.0 * 1024.0;
     lab.holds_rate_and_updates_live("pqp_flows", &[], &cfg("8mbit"), &cfg("16mbit"), queue, queue);
@@ -318,9 +323,7 @@ fn burst(a: &Netns, port: u16, dscp: u8, packets: usize) -> Instant {
 fn tc_bcpqp_class_exact_updates_live_and_detaches() {
     require_root();
     let lab = Lab::new("tcc");
-    let (ok, out) = lab.attach(&[], concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/enforcers/bcpqp-class-exact.toml"));
-    assert!(ok && out.contains("attached pqp_class_flows"), "{out}");
-    assert!(lab.detach().0, "detaching the example");
+    lab.example_loads("bcpqp-class-exact.toml", "pqp_class_flows");
 
     // A slow rate, so that a filled queue stays nearly full across the updates; a 60 s window,
     // so that burst control (X_i ≥ 1/4 · r·T ≥ 75 kB here) fills no queue during the test.
