@@ -171,7 +171,7 @@ impl BpfParams {
             BpfParams::Pqp(_) | BpfParams::Bcpqp(_) => std::mem::offset_of!(PqParams, shape),
             BpfParams::FairPolicer(_) => std::mem::offset_of!(FpParams, shape),
             BpfParams::PqpFlows(_) => std::mem::offset_of!(FqParams, shape),
-            BpfParams::PqpClassFlows(_) => std::mem::offset_of!(CfParams, f.shape),
+            BpfParams::PqpClassFlows(_) => std::mem::offset_of!(CfParams, f) + std::mem::offset_of!(FqParams, shape),
         };
         Some(at..at + 8)
     }

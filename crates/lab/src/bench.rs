@@ -461,9 +461,8 @@ pub fn run(args: &BenchOptions, progress: &dyn Progress) -> anyhow::Result<Strin
                 kinds.push((c.flows, c.classes));
             }
         }
-        let arrs: Vec<((u64, Classes), Vec<(Instant, Packet)>)> =
-            kinds.into_iter().map(|(f, k)| ((f, k), arrivals(args.seed, n, f, k, plan.packets, rate))).collect();
-        let arr_of = |want: (u64, Classes)| &arrs.iter().find(|(kind, _)| *kind == want).expect("an array per kind").1;
+        let arrs: Vec<_> = kinds.iter().map(|&(f, k)| arrivals(args.seed, n, f, k, plan.packets, rate)).collect();
+        let arr_of = |want: (u64, Classes)| &arrs[kinds.iter().position(|&kind| kind == want).expect("an array per kind")];
         let arr = arr_of((FLOWS_PER_AGGREGATE, Classes::PerPacket));
         let mut samples: Vec<Vec<(f64, f64)>> = vec![Vec::new(); configs.len()];
         let mut skipped: Vec<Option<String>> = vec![None; configs.len()];
