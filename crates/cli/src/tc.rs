@@ -61,7 +61,9 @@ enum Format {
 #[derive(Subcommand)]
 enum Action {
     /// Load and attach a policer; if the same kind is attached already, update its parameters
-    /// live (tokens, phantom queues and counters are kept).
+    /// live: counters are kept, and tokens, phantom queues and flows too unless the update
+    /// changes what they are laid out for (queues, policy tree, queue size or flow bound of the
+    /// exact-flow programs, fair classes, sketch or bucket), which restarts them.
     Attach {
         #[command(flatten)]
         hook: Hook,
@@ -104,9 +106,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let dir = hook.direction();
             match tc::attach(&hook.target(), &cfg, settings, max_aggregates)? {
                 Attached::Loaded { program } => println!("attached {program} to {} {}", hook.dev, dir.as_str()),
-                Attached::Updated { program } => {
+                Attached::Updated { program, state_kept: true } => {
                     println!("updated {program} on {} {} (state kept)", hook.dev, dir.as_str())
                 }
+                Attached::Updated { program, state_kept: false } => println!(
+                    "updated {program} on {} {} (counters kept; queues restart at each aggregate's next packet: \
+                     the update changed their layout)",
+                    hook.dev,
+                    dir.as_str()
+                ),
             }
         }
         Action::Detach { hook } => {

@@ -156,6 +156,13 @@ impl Lab {
         ratekit(&args)
     }
 
+    /// Attaches the shipped example `file` (examples/enforcers), which must load as `program`, and detaches it.
+    fn example_loads(&self, file: &str, program: &str) {
+        let (ok, out) = self.attach(&[], &format!("{}/../../examples/enforcers/{file}", env!("CARGO_MANIFEST_DIR")));
+        assert!(ok && out.contains(&format!("attached {program}")), "{out}");
+        assert!(self.detach().0, "detaching {file}");
+    }
+
     fn detach(&self) -> (bool, String) {
         ratekit(&["tc", "detach", "--netns", &self.b.name, "--dev", "b0"])
     }
@@ -255,9 +262,7 @@ fn tc_bcpqp_holds_rate_and_updates_live() {
 fn tc_bcpqp_exact_holds_rate_and_updates_live() {
     require_root();
     let lab = Lab::new("tcx");
-    let (ok, out) = lab.attach(&[], concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/enforcers/bcpqp-exact.toml"));
-    assert!(ok && out.contains("attached pqp_flows"), "{out}");
-    assert!(lab.detach().0, "detaching the example");
+    lab.example_loads("bcpqp-exact.toml", "pqp_flows");
     let cfg = |rate: &str| lab.config(&format!("bcx-{rate}.toml"), &format!("kind = \"bcpqp\"\nrate = \"{rate}\"\nflows = \"exact\"\nqueue_size = \"20kb\"\n"));
     let queue = 20.0 * 1024.0;
     lab.holds_rate_and_updates_live("pqp_flows", &[], &cfg("8mbit"), &cfg("16mbit"), queue, queue);
@@ -282,4 +287,111 @@ fn tc_fair_policer_holds_rate_and_updates_live() {
     lab.holds_rate_and_updates_live("fair_policer", &[], &cfg("8mbit", 1024), &cfg("16mbit", 1024), bucket, bucket / 2.0);
     let (ok, out) = lab.detach();
     assert!(ok && out.contains("detached"), "{out}");
+}
+
+/// Sends `packets` datagrams back to back from 10.77.0.1:`port` (one flow) marked with `dscp`
+/// (the class program's class) and returns when the last was sent.
+fn burst(a: &Netns, port: u16, dscp: u8, packets: usize) -> Instant {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            a.enter().unwrap();
+            let sock = UdpSocket::bind(("10.77.0.1", port)).unwrap();
+            let tos: libc::c_int = i32::from(dscp) << 2;
+            let rc = unsafe {
+                use std::os::fd::AsRawFd;
+                let len = std::mem::size_of_val(&tos) as libc::socklen_t;
+                libc::setsockopt(sock.as_raw_fd(), libc::IPPROTO_IP, libc::IP_TOS, (&tos as *const libc::c_int).cast(), len)
+            };
+            assert_eq!(rc, 0, "IP_TOS: {}", std::io::Error::last_os_error());
+            for _ in 0..packets {
+                sock.send_to(&[0u8; 1400], "10.77.0.2:9000").unwrap();
+            }
+            Instant::now()
+        })
+        .join()
+        .unwrap()
+    })
+}
+
+/// BC-PQP over classes of exact flows as tc-BPF (bpf/pqp_class_flows.c): the example attaches;
+/// live updates keep the counters always and the flows' queues under a new rate, restart the
+/// queues under new class weights or `fair_classes` (and say so), and `fair_classes` takes
+/// effect; detach removes the filter and the pins. Each burst offers 60 packets to one flow, whose
+/// phantom queue (60 kB) admits 43 when empty and, when a burst filled it, what has drained since.
+#[test]
+#[ignore = "needs root: tc-BPF in network namespaces; scripts/test.sh runs it with --include-ignored as root"]
+fn tc_bcpqp_class_exact_updates_live_and_detaches() {
+    require_root();
+    let lab = Lab::new("tcc");
+    lab.example_loads("bcpqp-class-exact.toml", "pqp_class_flows");
+
+    // A slow rate, so that a filled queue stays nearly full across the updates; a 60 s window,
+    // so that burst control (X_i ≥ 1/4 · r·T ≥ 75 kB here) fills no queue during the test.
+    let cfg = |rate: &str, weights: &str, fair: &str| {
+        lab.config(
+            &format!("cf-{rate}-{}-{}.toml", weights.replace(", ", "_"), fair.replace(", ", "_")),
+            &format!(
+                "kind = \"bcpqp\"\nrate = \"{rate}\"\nqueues = 2\nclassify = \"class\"\npolicy = \"weighted\"\nweights = [{weights}]\n\
+                 flows = \"exact\"\nfair_classes = [{fair}]\nmax_flows = 64\nqueue_size = \"60kb\"\nwindow = \"60s\"\n"
+            ),
+        )
+    };
+    let ns = lab.b.name.as_str();
+    let queue_packets = (60.0 * 1024.0 / PACKET).floor();
+    let (flow_a, flow_b, flow_c) = ((5001, 0), (5002, 0), (5003, 1));
+    // Packets one flow's burst passed, and when it had passed them.
+    let passed_by = |(port, dscp): (u16, u8)| {
+        let before = settled_passed_bytes(ns);
+        burst(&lab.a, port, dscp, 60);
+        ((settled_passed_bytes(ns) - before) as f64 / PACKET, Instant::now())
+    };
+    let fresh = |what: &str, passed: f64| {
+        println!("{what}: {passed} packets passed (an empty queue admits {queue_packets})");
+        assert!((passed - queue_packets).abs() <= 1.0, "{what}: {passed} packets passed, an empty queue admits {queue_packets}");
+    };
+    // A queue a burst filled at `filled` admits what drained since, at most `at_most` bytes/s:
+    // 2 packets are left for the packet that finds part of one drained, and rounding.
+    let full = |what: &str, passed: f64, filled: Instant, at_most: f64| {
+        let drained = at_most * filled.elapsed().as_secs_f64() / PACKET;
+        println!("{what}: {passed} packets passed (its queue drained at most {drained:.1} since it filled)");
+        assert!(passed <= drained + 2.0, "{what}: {passed} packets passed into a full queue (at most {drained:.1} drained)");
+    };
+
+    let (ok, out) = lab.attach(&[], &cfg("40kbit", "3, 1", "0, 1"));
+    assert!(ok && out.contains("attached pqp_class_flows"), "{out}");
+    let (passed, a_filled) = passed_by(flow_a);
+    fresh("flow a", passed);
+    // Class 0 is fair: b has its own queue beside a's full one.
+    fresh("flow b, class 0 fair", passed_by(flow_b).0);
+
+    // Rate: queues, flows and counters kept.
+    let counted = passed_bytes(ns);
+    let (ok, out) = lab.attach(&[], &cfg("80kbit", "3, 1", "0, 1"));
+    assert!(ok && out.contains("updated pqp_class_flows") && out.contains("(state kept)"), "{out}");
+    assert_eq!(passed_bytes(ns), counted);
+    full("flow a after a rate change", passed_by(flow_a).0, a_filled, 10_000.0);
+
+    // Weights: another tree, so the queues restart at the next packet; the counters stay.
+    let counted = passed_bytes(ns);
+    let (ok, out) = lab.attach(&[], &cfg("80kbit", "1, 3", "0, 1"));
+    assert!(ok && out.contains("counters kept; queues restart"), "{out}");
+    assert_eq!(passed_bytes(ns), counted);
+    fresh("flow a after a weight change", passed_by(flow_a).0);
+
+    // fair_classes: the heaps move, so the queues restart; class 0 is then one queue for its flows.
+    let (ok, out) = lab.attach(&[], &cfg("80kbit", "1, 3", "1"));
+    assert!(ok && out.contains("counters kept; queues restart"), "{out}");
+    let (passed, a_filled) = passed_by(flow_a);
+    fresh("flow a after fair_classes = [1]", passed);
+    full("flow b, class 0 not fair", passed_by(flow_b).0, a_filled, 10_000.0);
+    fresh("flow c, class 1 fair", passed_by(flow_c).0);
+
+    let (ok, out) = lab.detach();
+    assert!(ok && out.contains("detached"), "{out}");
+    let (ok, out) = ratekit(&["tc", "stats", "--netns", ns, "--dev", "b0"]);
+    assert!(!ok && out.contains("no ratekit tc-BPF program is attached"), "{out}");
+    let pins = std::path::Path::new(ratekit_dataplane::tc::PIN_ROOT).join(format!("{ns}:b0-ingress"));
+    assert!(!pins.exists(), "{} left behind", pins.display());
+    let filters = lab.b.exec(&["tc", "filter", "show", "dev", "b0", "ingress"]).unwrap();
+    assert!(filters.trim().is_empty(), "filters left on b0: {filters}");
 }

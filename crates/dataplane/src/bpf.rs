@@ -162,6 +162,20 @@ impl BpfParams {
         }
     }
 
+    /// Where the params hold their `shape`: the programs restart an aggregate's queues (keeping
+    /// its counters) at its next packet when it differs from the shape they were built under.
+    /// The token bucket has none: a live update keeps its tokens whatever changes.
+    pub(crate) fn shape_bytes(&self) -> Option<std::ops::Range<usize>> {
+        let at = match self {
+            BpfParams::TokenBucket(_) => return None,
+            BpfParams::Pqp(_) | BpfParams::Bcpqp(_) => std::mem::offset_of!(PqParams, shape),
+            BpfParams::FairPolicer(_) => std::mem::offset_of!(FpParams, shape),
+            BpfParams::PqpFlows(_) => std::mem::offset_of!(FqParams, shape),
+            BpfParams::PqpClassFlows(_) => std::mem::offset_of!(CfParams, f) + std::mem::offset_of!(FqParams, shape),
+        };
+        Some(at..at + 8)
+    }
+
     pub(crate) fn bytes(&self) -> &[u8] {
         match self {
             BpfParams::TokenBucket(p) => bytemuck::bytes_of(p),

@@ -115,8 +115,11 @@ fn ensure_bpffs() -> Result<(), BpfError> {
 pub enum Attached {
     /// A program was loaded and attached with fresh state.
     Loaded { program: &'static str },
-    /// The same program was already attached: only its parameters and settings changed.
-    Updated { program: &'static str },
+    /// The same program was already attached: only its parameters and settings changed. The
+    /// counters are kept; tokens, queues and flows too unless `state_kept` is false: the update
+    /// changed what they are laid out for (e.g. the policy tree, the flow bound, the fair classes;
+    /// `shape` in bpf.rs), and every aggregate starts them afresh at its next packet.
+    Updated { program: &'static str, state_kept: bool },
 }
 
 /// Finds the program already pinned for (dev, dir), if any.
@@ -138,13 +141,17 @@ pub fn attach(hook: &Hook, cfg: &EnforcerConfig, settings: Settings, max_aggrega
     if pinned_program(hook).as_deref() == Some(program) && filter_present(index, dir) {
         let (params_map, _) = params.map_names();
         let open = |name: &str| MapHandle::from_pinned_path(prog_dir.join(name)).map_err(crate::bpf::kernel(format!("opening pinned {name}")));
-        open(params_map)?
-            .update(&0u32.to_ne_bytes(), params.bytes(), MapFlags::ANY)
-            .map_err(crate::bpf::kernel("updating parameters"))?;
+        let pinned_params = open(params_map)?;
+        let before = pinned_params.lookup(&0u32.to_ne_bytes(), MapFlags::ANY).map_err(crate::bpf::kernel("reading parameters"))?;
+        let state_kept = match (params.shape_bytes(), before) {
+            (Some(shape), Some(before)) => before.get(shape.clone()) == params.bytes().get(shape),
+            _ => true,
+        };
+        pinned_params.update(&0u32.to_ne_bytes(), params.bytes(), MapFlags::ANY).map_err(crate::bpf::kernel("updating parameters"))?;
         open("rk_settings")?
             .update(&0u32.to_ne_bytes(), bytemuck::bytes_of(&settings), MapFlags::ANY)
             .map_err(crate::bpf::kernel("updating settings"))?;
-        return Ok(Attached::Updated { program });
+        return Ok(Attached::Updated { program, state_kept });
     }
     // A different kind (or a stale pin): start over with fresh state.
     let _ = std::fs::remove_dir_all(&dir_path);

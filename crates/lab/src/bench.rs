@@ -68,6 +68,18 @@ struct Contender {
     toml: String,
     /// Flows per aggregate in its arrivals (the exact-flow rows vary it).
     flows: u64,
+    /// How its arrivals pick a packet's class.
+    classes: Classes,
+}
+
+/// A packet's class in the arrivals.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Classes {
+    /// Drawn per packet from `QUEUES`, so every flow spreads over every class.
+    PerPacket,
+    /// The flow's number modulo this: a flow stays in one class, as a DSCP-marked flow does,
+    /// which classes of exact flows need for per-flow fairness inside a class to mean anything.
+    PerFlow(u16),
 }
 
 /// Every policer, configured as in the BC-PQP evaluation (000 §6.1) for a 10 Mbit/s aggregate
@@ -91,19 +103,21 @@ fn contenders() -> Vec<Contender> {
         (1..QUEUES).map(|q| format!("{q}:{q}")).collect::<Vec<_>>().join(", ")
     );
     [
-        Contender { flows: FLOWS_PER_AGGREGATE, name: "token_bucket", toml: format!("kind = \"token_bucket\"\nrate = \"{rate}\"\nburst = {}\n", sizes.policer) },
+        Contender { flows: FLOWS_PER_AGGREGATE, classes: Classes::PerPacket, name: "token_bucket", toml: format!("kind = \"token_bucket\"\nrate = \"{rate}\"\nburst = {}\n", sizes.policer) },
         Contender {
             flows: FLOWS_PER_AGGREGATE,
+            classes: Classes::PerPacket,
             name: "srtcm",
             toml: format!("kind = \"srtcm\"\ncir = \"{rate}\"\ncbs = {}\nebs = {}\n", sizes.policer, sizes.policer),
         },
-        Contender { flows: FLOWS_PER_AGGREGATE, name: "pqp_fair", toml: phantom("pqp", "flow", "fair", pqp) },
-        Contender { flows: FLOWS_PER_AGGREGATE, name: FLOOR, toml: phantom("pqp", "flow", "fair", pqp) },
-        Contender { flows: FLOWS_PER_AGGREGATE, name: "bcpqp_fair", toml: phantom("bcpqp", "flow", "fair", sizes.bcpqp) },
-        Contender { flows: FLOWS_PER_AGGREGATE, name: "bcpqp_weighted", toml: phantom("bcpqp", "class", &weighted, sizes.bcpqp) },
-        Contender { flows: FLOWS_PER_AGGREGATE, name: "bcpqp_nested", toml: phantom("bcpqp", "class", &nested, sizes.bcpqp) },
+        Contender { flows: FLOWS_PER_AGGREGATE, classes: Classes::PerPacket, name: "pqp_fair", toml: phantom("pqp", "flow", "fair", pqp) },
+        Contender { flows: FLOWS_PER_AGGREGATE, classes: Classes::PerPacket, name: FLOOR, toml: phantom("pqp", "flow", "fair", pqp) },
+        Contender { flows: FLOWS_PER_AGGREGATE, classes: Classes::PerPacket, name: "bcpqp_fair", toml: phantom("bcpqp", "flow", "fair", sizes.bcpqp) },
+        Contender { flows: FLOWS_PER_AGGREGATE, classes: Classes::PerPacket, name: "bcpqp_weighted", toml: phantom("bcpqp", "class", &weighted, sizes.bcpqp) },
+        Contender { flows: FLOWS_PER_AGGREGATE, classes: Classes::PerPacket, name: "bcpqp_nested", toml: phantom("bcpqp", "class", &nested, sizes.bcpqp) },
         Contender {
             flows: FLOWS_PER_AGGREGATE,
+            classes: Classes::PerPacket,
             name: "fair_policer",
             toml: format!("kind = \"fair_policer\"\nrate = \"{rate}\"\nbucket = {}\n", sizes.fair_policer),
         },
@@ -113,12 +127,26 @@ fn contenders() -> Vec<Contender> {
         name,
         toml: format!("kind = \"bcpqp\"\nrate = \"{rate}\"\nqueue_size = {}\nflows = \"exact\"\n", sizes.bcpqp),
         flows,
+        classes: Classes::PerPacket,
+    }))
+    .chain(CLASS_EXACT_FLOWS.iter().map(|&(name, flows)| Contender {
+        name,
+        toml: format!(
+            "kind = \"bcpqp\"\nrate = \"{rate}\"\nqueue_size = {}\nflows = \"exact\"\nclassify = \"class\"\nqueues = 2\npolicy = \"weighted\"\nweights = [3, 1]\n",
+            sizes.bcpqp
+        ),
+        flows,
+        classes: Classes::PerFlow(2),
     }))
     .collect()
 }
 
 /// BC-PQP with exact per-flow queues at these numbers of flows per aggregate (issue 17).
 const EXACT_FLOWS: [(&str, u64); 3] = [("bcpqp_exact_16", 16), ("bcpqp_exact_256", 256), ("bcpqp_exact_1024", 1024)];
+
+/// BC-PQP over two classes of exact flows weighted 3:1, half of the flows in each (issue 17
+/// item 1), at these numbers of flows per aggregate in all.
+const CLASS_EXACT_FLOWS: [(&str, u64); 2] = [("bcpqp_class_exact_16", 16), ("bcpqp_class_exact_1024", 1024)];
 
 /// The shaper baseline of 000 §6.1: 16 queues of one BDP each, DRR (fair), flow hashing.
 fn shaper_config() -> anyhow::Result<ShaperConfig> {
@@ -132,7 +160,7 @@ fn shaper_config() -> anyhow::Result<ShaperConfig> {
 }
 
 /// Arrival times and packets for `aggregates` aggregates of `rate` each, `flows` flows each.
-fn arrivals(seed: u64, aggregates: u32, flows: u64, packets: usize, rate: Rate) -> Vec<(Instant, Packet)> {
+fn arrivals(seed: u64, aggregates: u32, flows: u64, classes: Classes, packets: usize, rate: Rate) -> Vec<(Instant, Packet)> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ aggregates as u64);
     let sizes: Vec<u32> = (0..packets).map(|_| if rng.gen_bool(0.7) { 1500 } else { rng.gen_range(40..1500) }).collect();
     let mean = sizes.iter().map(|&s| s as f64).sum::<f64>() / packets.max(1) as f64;
@@ -142,13 +170,15 @@ fn arrivals(seed: u64, aggregates: u32, flows: u64, packets: usize, rate: Rate) 
         .enumerate()
         .map(|(i, len)| {
             let aggregate = rng.gen_range(0..aggregates) as u64;
-            let pkt = Packet {
-                id: i as u64,
-                len,
-                flow: aggregate * flows + rng.gen_range(0..flows),
-                class: rng.gen_range(0..QUEUES) as u16,
-                aggregate,
+            let flow = aggregate * flows + rng.gen_range(0..flows);
+            // Drawn in either case, so that rows differing only in `classes` see the same
+            // packets, flows and times.
+            let drawn = rng.gen_range(0..QUEUES) as u16;
+            let class = match classes {
+                Classes::PerPacket => drawn,
+                Classes::PerFlow(k) => (flow % u64::from(k)) as u16,
             };
+            let pkt = Packet { id: i as u64, len, flow, class, aggregate };
             (Instant((i as f64 * gap_ns) as u64), pkt)
         })
         .collect()
@@ -424,14 +454,16 @@ pub fn run(args: &BenchOptions, progress: &dyn Progress) -> anyhow::Result<Strin
     let mut cells: Vec<Vec<Cell>> = Vec::new();
     let mut shaper_cells: Vec<(u32, usize, ShaperCell)> = Vec::new();
     for &n in &plan.aggregates {
-        // One arrival array per flow count, shared by the contenders that use it.
-        let mut flow_counts: Vec<u64> = contenders.iter().map(|c| c.flows).collect();
-        flow_counts.sort_unstable();
-        flow_counts.dedup();
-        let arrs: Vec<(u64, Vec<(Instant, Packet)>)> =
-            flow_counts.into_iter().map(|f| (f, arrivals(args.seed, n, f, plan.packets, rate))).collect();
-        let arr_of = |flows: u64| &arrs.iter().find(|(f, _)| *f == flows).expect("an array per flow count").1;
-        let arr = arr_of(FLOWS_PER_AGGREGATE);
+        // One arrival array per flow count and class assignment, shared by the contenders that use it.
+        let mut kinds: Vec<(u64, Classes)> = Vec::new();
+        for c in &contenders {
+            if !kinds.contains(&(c.flows, c.classes)) {
+                kinds.push((c.flows, c.classes));
+            }
+        }
+        let arrs: Vec<_> = kinds.iter().map(|&(f, k)| arrivals(args.seed, n, f, k, plan.packets, rate)).collect();
+        let arr_of = |want: (u64, Classes)| &arrs[kinds.iter().position(|&kind| kind == want).expect("an array per kind")];
+        let arr = arr_of((FLOWS_PER_AGGREGATE, Classes::PerPacket));
         let mut samples: Vec<Vec<(f64, f64)>> = vec![Vec::new(); configs.len()];
         let mut skipped: Vec<Option<String>> = vec![None; configs.len()];
         let mut shaper_samples: Vec<Vec<ShaperCell>> = vec![Vec::new(); SHAPER_BATCHES.len()];
@@ -446,7 +478,7 @@ pub fn run(args: &BenchOptions, progress: &dyn Progress) -> anyhow::Result<Strin
             for (i, cfg) in configs.iter().enumerate() {
                 progress.message(&format!("{} × {n}", contenders[i].name));
                 if skipped[i].is_none() {
-                    let bench = Bench { n, arr: arr_of(contenders[i].flows), warmup_laps: plan.warmup_laps };
+                    let bench = Bench { n, arr: arr_of((contenders[i].flows, contenders[i].classes)), warmup_laps: plan.warmup_laps };
                     samples[i].push(with_policer!(contenders[i].name, cfg, bench, time)?);
                 }
                 progress.advance(1);
@@ -632,7 +664,7 @@ mod tests {
     #[test]
     fn arrivals_overload_every_aggregate_evenly() {
         let rate = Rate::from_bits_per_sec(10_000_000);
-        let arr = arrivals(1, 4, FLOWS_PER_AGGREGATE, 40_000, rate);
+        let arr = arrivals(1, 4, FLOWS_PER_AGGREGATE, Classes::PerPacket, 40_000, rate);
         assert!(arr.windows(2).all(|w| w[0].0 <= w[1].0));
         let span = arr.last().unwrap().0 .0 as f64 * 1e-9;
         for a in 0..4 {
@@ -640,5 +672,17 @@ mod tests {
             let load = bytes as f64 / span / rate.as_f64();
             assert!((load - OVERLOAD).abs() < 0.1, "aggregate {a}: {load}");
         }
+    }
+
+    #[test]
+    fn classes_per_flow_change_only_the_class() {
+        let rate = Rate::from_bits_per_sec(10_000_000);
+        let per_packet = arrivals(1, 4, 16, Classes::PerPacket, 20_000, rate);
+        let per_flow = arrivals(1, 4, 16, Classes::PerFlow(2), 20_000, rate);
+        for ((t1, a), (t2, b)) in per_packet.iter().zip(&per_flow) {
+            assert_eq!((t1, a.flow, a.len, a.aggregate), (t2, b.flow, b.len, b.aggregate));
+            assert_eq!(b.class as u64, b.flow % 2);
+        }
+        assert!(per_packet.iter().any(|(_, p)| p.class >= 2), "per-packet classes span all queues");
     }
 }
