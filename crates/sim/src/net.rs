@@ -149,11 +149,11 @@ impl Link {
         if !self.wake.fire(now) {
             return;
         }
-        let (measured, agg) = (self.measured, self.agg);
+        let (measured, agg, rate) = (self.measured, self.agg, self.rate);
         match &mut self.queue {
             LinkQueue::DropTail { .. } => {
                 if let Some(i) = self.in_tx.take() {
-                    deliver(ctx, measured, agg, i);
+                    deliver(ctx, measured, agg, rate, i);
                 }
                 self.start_next(ctx);
             }
@@ -163,7 +163,7 @@ impl Link {
                         break;
                     }
                     e.on_wire.pop_front();
-                    deliver(ctx, measured, agg, i);
+                    deliver(ctx, measured, agg, rate, i);
                 }
                 if e.driver.next_wakeup().is_some_and(|t| t.0 <= now) {
                     e.driver.wake(Instant(now), &mut e.decided);
@@ -175,11 +175,14 @@ impl Link {
 }
 
 /// Packet `i`'s last bit has left link of aggregate `agg`: it goes to its next hop, and counts as
-/// the aggregate's utilisation after the warm-up if the link is `measured`.
+/// the aggregate's utilisation after the warm-up if the link is `measured`; one on the wire
+/// when the warm-up ends counts only the bytes sent after it, so utilisation stays ≤ 1.
 #[inline]
-fn deliver(ctx: &mut Ctx, measured: bool, agg: u32, i: u32) {
-    if measured && ctx.ev.now() >= ctx.enf.from_ns {
-        ctx.aggs[agg as usize].link_bytes += ctx.pool.get(i).len as u64;
+fn deliver(ctx: &mut Ctx, measured: bool, agg: u32, rate: Rate, i: u32) {
+    let now = ctx.ev.now();
+    if measured && now >= ctx.enf.from_ns {
+        let since_warmup = ((now - ctx.enf.from_ns) as u128 * rate.bytes_per_sec() as u128 / 1_000_000_000) as u64;
+        ctx.aggs[agg as usize].link_bytes += (ctx.pool.get(i).len as u64).min(since_warmup);
     }
     ctx.out.push(i);
 }
