@@ -193,13 +193,14 @@ impl Bbr {
     }
 
     /// `bbr_init`, once the handshake is done: min_rtt is the handshake's RTT (`tcp_min_rtt`)
-    /// and `bbr_init_pacing_rate_from_rtt` paces the first window at high_gain·cwnd/srtt.
+    /// and `bbr_init_pacing_rate_from_rtt` paces at high_gain·cwnd/srtt (less the 1 % margin of
+    /// `bbr_bw_to_pacing_rate`).
     pub fn init(&mut self, c: &Conn) {
         self.mss = c.mss as f64;
         self.min_rtt_ns = c.min_rtt_ns;
         self.min_rtt_stamp = c.now_ns;
         self.cycle_stamp = c.now_ns;
-        self.pacing_rate = HIGH_GAIN * c.cwnd as f64 * self.mss / (c.srtt_ns as f64 * 1e-9);
+        self.pacing_rate = c.cwnd as f64 / (c.srtt_ns as f64 * 1e-9) * self.mss * HIGH_GAIN * PACING_MARGIN;
     }
 
     pub fn cong_control(&mut self, c: &mut Conn, rs: &RateSample) {
