@@ -39,11 +39,13 @@ pub struct Link {
     wake: Wakeup,
     /// Counts its transmitted bytes as the aggregate's link utilisation (not NICs, secondaries).
     measured: bool,
+    /// A packet has left since the warm-up ended: later ones were sent wholly after it.
+    past_warmup: bool,
 }
 
 impl Link {
     pub fn new(id: ComponentId, agg: u32, rate: Rate, queue: LinkQueue) -> Self {
-        Link { id, agg, rate, queue, in_tx: None, wake: Wakeup::default(), measured: false }
+        Link { id, agg, rate, queue, in_tx: None, wake: Wakeup::default(), measured: false, past_warmup: false }
     }
 
     /// A queueing enforcer as the queue of a link at `rate`.
@@ -149,11 +151,11 @@ impl Link {
         if !self.wake.fire(now) {
             return;
         }
-        let (measured, agg) = (self.measured, self.agg);
+        let (measured, agg, rate, past_warmup) = (self.measured, self.agg, self.rate, &mut self.past_warmup);
         match &mut self.queue {
             LinkQueue::DropTail { .. } => {
                 if let Some(i) = self.in_tx.take() {
-                    deliver(ctx, measured, agg, i);
+                    deliver(ctx, measured, past_warmup, agg, rate, i);
                 }
                 self.start_next(ctx);
             }
@@ -163,7 +165,7 @@ impl Link {
                         break;
                     }
                     e.on_wire.pop_front();
-                    deliver(ctx, measured, agg, i);
+                    deliver(ctx, measured, past_warmup, agg, rate, i);
                 }
                 if e.driver.next_wakeup().is_some_and(|t| t.0 <= now) {
                     e.driver.wake(Instant(now), &mut e.decided);
@@ -175,11 +177,18 @@ impl Link {
 }
 
 /// Packet `i`'s last bit has left link of aggregate `agg`: it goes to its next hop, and counts as
-/// the aggregate's utilisation after the warm-up if the link is `measured`.
+/// the aggregate's utilisation after the warm-up if the link is `measured`; the packet on the wire
+/// when the warm-up ends counts only the bytes sent after it, so utilisation stays ≤ 1.
 #[inline]
-fn deliver(ctx: &mut Ctx, measured: bool, agg: u32, i: u32) {
-    if measured && ctx.ev.now() >= ctx.enf.from_ns {
-        ctx.aggs[agg as usize].link_bytes += ctx.pool.get(i).len as u64;
+fn deliver(ctx: &mut Ctx, measured: bool, past_warmup: &mut bool, agg: u32, rate: Rate, i: u32) {
+    let now = ctx.ev.now();
+    if measured && now >= ctx.enf.from_ns {
+        let mut len = ctx.pool.get(i).len as u64;
+        if !*past_warmup {
+            *past_warmup = true;
+            len = len.min(((now - ctx.enf.from_ns) as u128 * rate.bytes_per_sec() as u128 / 1_000_000_000) as u64);
+        }
+        ctx.aggs[agg as usize].link_bytes += len;
     }
     ctx.out.push(i);
 }

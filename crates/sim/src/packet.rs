@@ -49,12 +49,28 @@ impl Sacks {
     }
 }
 
+/// IP length of a SYN or SYN-ACK: the header's 52 bytes with MSS, SACK-permitted, timestamps
+/// and window scale in place of the timestamp option alone (20 option bytes, not 12).
+pub const SYN_LEN: u32 = 60;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Kind {
     #[default]
     Data,
     Ack,
     Udp,
+    /// The handshake: the sender's SYN, the receiver's SYN-ACK and the sender's pure ACK of it,
+    /// which crosses the forward path (and its enforcer) ahead of the first data.
+    Syn,
+    SynAck,
+    HandshakeAck,
+}
+
+impl Kind {
+    /// Whether the packet travels from receiver to sender, over the reverse path.
+    pub fn is_reverse(self) -> bool {
+        matches!(self, Kind::Ack | Kind::SynAck)
+    }
 }
 
 /// A packet in flight. `hop` is the index of the next component on its flow's route.

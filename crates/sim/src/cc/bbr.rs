@@ -71,8 +71,6 @@ pub struct Bbr {
     prev_ca_state: CaState,
     pacing_rate: f64,
     mss: f64,
-    initialised: bool,
-    has_seen_rtt: bool,
 }
 
 impl Bbr {
@@ -105,12 +103,13 @@ impl Bbr {
             prior_cwnd: 0,
             packet_conservation: false,
             prev_ca_state: CaState::Open,
-            // bbr_init_pacing_rate_from_rtt with no RTT yet: 1 ms assumed.
-            pacing_rate: HIGH_GAIN * INIT_CWND as f64 * 1448.0 / 1e-3,
+            pacing_rate: 0.0,
             mss: 1448.0,
-            initialised: false,
-            has_seen_rtt: false,
         }
+    }
+
+    pub fn min_rtt_ns(&self) -> u64 {
+        self.min_rtt_ns
     }
 
     pub fn pacing_rate_bytes_per_sec(&self) -> f64 {
@@ -193,17 +192,18 @@ impl Bbr {
         }
     }
 
+    /// `bbr_init`, once the handshake is done: min_rtt is the handshake's RTT (`tcp_min_rtt`)
+    /// and `bbr_init_pacing_rate_from_rtt` paces at high_gain·cwnd/srtt (less the 1 % margin of
+    /// `bbr_bw_to_pacing_rate`).
+    pub fn init(&mut self, c: &Conn) {
+        self.mss = c.mss as f64;
+        self.min_rtt_ns = c.min_rtt_ns;
+        self.min_rtt_stamp = c.now_ns;
+        self.cycle_stamp = c.now_ns;
+        self.pacing_rate = c.cwnd as f64 / (c.srtt_ns as f64 * 1e-9) * self.mss * HIGH_GAIN * PACING_MARGIN;
+    }
+
     pub fn cong_control(&mut self, c: &mut Conn, rs: &RateSample) {
-        if !self.initialised {
-            self.initialised = true;
-            self.mss = c.mss as f64;
-            self.min_rtt_stamp = c.now_ns;
-            self.cycle_stamp = c.now_ns;
-        }
-        if !self.has_seen_rtt && c.srtt_ns > 0 {
-            self.has_seen_rtt = true;
-            self.pacing_rate = HIGH_GAIN * c.cwnd as f64 * self.mss / (c.srtt_ns as f64 * 1e-9);
-        }
         self.update_bw(c, rs);
         self.update_cycle_phase(c, rs);
         self.check_full_bw_reached(rs);

@@ -30,6 +30,13 @@ impl Cc {
         }
     }
 
+    /// `tcp_init_congestion_control` once the handshake is done (BBR starts from its RTT).
+    pub fn init(&mut self, c: &Conn) {
+        if let Cc::Bbr(x) = self {
+            x.init(c);
+        }
+    }
+
     /// New ssthresh on entering recovery or loss (`ssthresh` op).
     pub fn ssthresh(&mut self, c: &Conn) -> u32 {
         match self {

@@ -2,7 +2,7 @@
 
 use crate::ctx::Ctx;
 use crate::engine::{ComponentId, Wakeup};
-use crate::packet::{Kind, Pkt, Sacks, HEADER, MSS};
+use crate::packet::{Kind, Pkt, Sacks, HEADER, MSS, SYN_LEN};
 use std::collections::VecDeque;
 
 /// The receiving end: in-order delivery, out-of-order buffer, and Linux's ACK policy
@@ -30,6 +30,13 @@ pub struct TcpReceiver {
     dupacks_rcv_nxt: u32,
     comp_deadline: Option<u64>,
     comp_delay_ns: u64,
+    /// When the latest SYN-ACK left, until the handshake's ACK (or the first data) measures
+    /// the RTT from it (`tcp_synack_rtt_meas`).
+    synack_sent_ns: Option<u64>,
+    /// The receiver's own RTO, against which `tcp_event_data_recv` judges a gap in the data:
+    /// from the handshake's RTT sample, RTT + max(2·RTT, rto_min) (`tcp_rtt_estimator`'s first
+    /// sample); TCP_TIMEOUT_INIT before it.
+    rto_ns: u64,
     wake: Wakeup,
     /// Payload bytes delivered in order to the application.
     pub delivered_bytes: u64,
@@ -42,11 +49,9 @@ pub struct TcpReceiver {
 const DELACK_NS: u64 = 40_000_000;
 /// Linux's TCP_MAX_QUICKACKS (the receive window never limits it here).
 const QUICKACKS: u32 = 16;
-/// The receiver's own RTO, against which `tcp_event_data_recv` judges a gap in the data. Linux
-/// sets it from the handshake's RTT sample (RTT + max(2·RTT, rto_min)); the model has no
-/// handshake, so the receiver takes rto_min, which RTT-scale gaps never reach and the silence
-/// before a sender's retransmission timeout (at least rto_min + 2·RTT here) always exceeds.
-const RECEIVER_RTO_NS: u64 = 200_000_000;
+const RTO_MIN_NS: u64 = 200_000_000;
+/// TCP_TIMEOUT_INIT: the RTO before an RTT sample.
+const RTO_INIT_NS: u64 = 1_000_000_000;
 /// TCP_FASTRETRANS_THRESH: dupacks per `rcv_nxt` sent before SACKs are compressed, so that a
 /// sender counting dupacks still sees three.
 const DUPACKS_UNCOMPRESSED: u32 = 3;
@@ -56,9 +61,7 @@ const COMP_SACK_NR: u32 = 44;
 const COMP_SACK_DELAY_NS: u64 = 1_000_000;
 
 impl TcpReceiver {
-    /// `rtt_ns` is the path's round trip, which Linux's receiver knows from the handshake
-    /// (`srtt_us`, below its own `rcv_rtt_est`); the compressed ACK waits 5 % of it.
-    pub fn new(id: ComponentId, flow: u32, finite: Option<(u32, u32)>, rtt_ns: u64) -> Self {
+    pub fn new(id: ComponentId, flow: u32, finite: Option<(u32, u32)>) -> Self {
         TcpReceiver {
             finite,
             completed_ns: None,
@@ -76,7 +79,9 @@ impl TcpReceiver {
             dupacks: 0,
             dupacks_rcv_nxt: 0,
             comp_deadline: None,
-            comp_delay_ns: COMP_SACK_DELAY_NS.min(rtt_ns / 20),
+            comp_delay_ns: COMP_SACK_DELAY_NS,
+            synack_sent_ns: None,
+            rto_ns: RTO_INIT_NS,
             wake: Wakeup::default(),
             delivered_bytes: 0,
             window_bytes: 0,
@@ -87,7 +92,30 @@ impl TcpReceiver {
         self.rcv_nxt
     }
 
-    pub fn on_data(&mut self, ctx: &mut Ctx, seq: u32, payload: u32) {
+    /// A packet from the sender: the SYN (answered at once; a retransmitted one again), the
+    /// handshake's ACK, or data, whose ACK flag completes the handshake if that ACK was lost.
+    pub fn on_packet(&mut self, ctx: &mut Ctx, p: &Pkt) {
+        if p.kind == Kind::Syn {
+            self.synack_sent_ns = Some(ctx.ev.now());
+            ctx.send(Pkt { flow: self.flow, kind: Kind::SynAck, len: SYN_LEN, ..Pkt::default() });
+            return;
+        }
+        if let Some(t) = self.synack_sent_ns.take() {
+            self.handshake_rtt(ctx.ev.now() - t);
+        }
+        if p.kind == Kind::Data {
+            self.on_data(ctx, p.seq, p.len - HEADER);
+        }
+    }
+
+    /// The receiver's RTT from the handshake sets its RTO and the compressed-ACK delay, 5 % of
+    /// the RTT (`tcp_sack_compress_send_ack` takes srtt when below its `rcv_rtt_est`).
+    fn handshake_rtt(&mut self, rtt_ns: u64) {
+        self.rto_ns = rtt_ns + (2 * rtt_ns).max(RTO_MIN_NS);
+        self.comp_delay_ns = COMP_SACK_DELAY_NS.min(rtt_ns / 20);
+    }
+
+    fn on_data(&mut self, ctx: &mut Ctx, seq: u32, payload: u32) {
         if seq < self.rcv_nxt {
             // tcp_data_queue: a duplicate means an ACK was lost or late; tcp_enter_quickack_mode.
             self.quickacks = self.quickacks.max(QUICKACKS);
@@ -110,7 +138,7 @@ impl TcpReceiver {
         }
         // tcp_event_data_recv: data resuming after a gap longer than the RTO means the sender
         // failed to restart its window (a timeout); ACK quickly so that its window reopens.
-        if self.last_in_order_ns.is_some_and(|t| now - t > RECEIVER_RTO_NS) {
+        if self.last_in_order_ns.is_some_and(|t| now - t > self.rto_ns) {
             self.quickacks = self.quickacks.max(QUICKACKS);
         }
         self.last_in_order_ns = Some(now);
@@ -306,7 +334,8 @@ mod tests {
         let acks = acks_on(&mut rx, &mut ctx, t(10), 18);
         assert_eq!((acks.len(), acks[0].ack), (1, 25));
         // A 10 ms path compresses for 0.5 ms (5 % of the RTT).
-        let mut rx = TcpReceiver::new(0, 0, None, 10 * MS);
+        let mut rx = TcpReceiver::new(0, 0, None);
+        rx.handshake_rtt(10 * MS);
         let mut ctx = Ctx::default();
         rx.quickacks = 0;
         for seq in 1..4 {
@@ -340,7 +369,8 @@ mod tests {
 
     /// A receiver past its start-up quick-acks: 16 segments 1 ms apart, all acknowledged at once.
     fn past_quickacks(ctx: &mut Ctx) -> TcpReceiver {
-        let mut rx = TcpReceiver::new(0, 0, None, 20 * MS);
+        let mut rx = TcpReceiver::new(0, 0, None);
+        rx.handshake_rtt(20 * MS);
         for seq in 0..QUICKACKS {
             assert!(arrive(&mut rx, ctx, seq as u64 * MS, seq), "start-up quick-ack {seq}");
         }
@@ -368,5 +398,25 @@ mod tests {
         let mut rx = past_quickacks(&mut ctx);
         assert!(arrive(&mut rx, &mut ctx, 18 * MS, 5), "a duplicate is acknowledged at once");
         assert!(arrive(&mut rx, &mut ctx, 19 * MS, 18), "tcp_enter_quickack_mode: so is the next segment");
+    }
+
+    #[test]
+    fn the_receivers_rto_comes_from_the_handshake() {
+        // A SYN is answered with a SYN-ACK; the handshake's ACK 100 ms later gives the receiver
+        // an RTO of 300 ms (RTT + max(2·RTT, rto_min)), so a 250 ms gap in the data is no
+        // reason to quick-ack, and a 350 ms one is.
+        let mut ctx = Ctx::default();
+        let mut rx = TcpReceiver::new(0, 0, None);
+        rx.on_packet(&mut ctx, &Pkt { kind: Kind::Syn, ..Pkt::default() });
+        assert_eq!(take_acks(&mut ctx).iter().map(|p| p.kind).collect::<Vec<_>>(), [Kind::SynAck]);
+        ctx.ev.advance_to(100 * MS);
+        rx.on_packet(&mut ctx, &Pkt { kind: Kind::HandshakeAck, len: HEADER, ..Pkt::default() });
+        assert!(take_acks(&mut ctx).is_empty());
+        assert_eq!((rx.rto_ns, rx.comp_delay_ns), (300 * MS, MS));
+        for seq in 0..QUICKACKS + 2 {
+            arrive(&mut rx, &mut ctx, 101 * MS + seq as u64 * MS, seq);
+        }
+        assert!(!arrive(&mut rx, &mut ctx, 119 * MS + 250 * MS, 18), "delayed after 250 ms");
+        assert!(arrive(&mut rx, &mut ctx, 119 * MS + 600 * MS, 19), "quick-ack after 350 ms");
     }
 }

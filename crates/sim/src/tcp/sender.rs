@@ -5,7 +5,8 @@
 //! 200 ms) with exponential backoff and every un-SACKed segment marked lost, delivery-rate
 //! sampling for BBR, tail loss probes (PTO = 2·srtt + 2 ms, + 200 ms instead with one segment
 //! out, cut to the RTO's time, one probe per flight), cwnd restart after idle, initial window
-//! 10, MSS 1448.
+//! 10, MSS 1448, and the handshake that precedes the data (`tcp_connect`,
+//! `tcp_rcv_synsent_state_process`).
 //! Optional fq-style pacing for the models that do not pace themselves (`set_pacing`).
 //! Not modelled: undo of spurious reductions (no reordering exists here),
 //! TSO/GSO bursts, receive-window limits.
@@ -14,7 +15,7 @@ use crate::app::App;
 use crate::cc::{CaState, Cc, Conn, RateSample};
 use crate::ctx::Ctx;
 use crate::engine::{ComponentId, Wakeup};
-use crate::packet::{Kind, Pkt, Sacks, HEADER, MSS, SACK_BLOCKS};
+use crate::packet::{Kind, Pkt, Sacks, HEADER, MSS, SACK_BLOCKS, SYN_LEN};
 use std::collections::VecDeque;
 
 pub const INIT_CWND: u32 = 10;
@@ -24,6 +25,9 @@ const RTO_MAX_NS: u64 = 120_000_000_000;
 /// Linux's TCP_TIMEOUT_MIN_US: the least a TCP timer is armed for.
 const TIMEOUT_MIN_NS: u64 = 2_000_000;
 const DUPTHRESH: u32 = 3;
+/// `net.ipv4.tcp_syn_linear_timeouts` (Linux ≥ 6.5): the first four SYN timeouts keep the 1 s
+/// initial RTO; only later ones double it.
+const SYN_LINEAR_TIMEOUTS: u32 = 4;
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Seg {
@@ -85,6 +89,11 @@ pub struct TcpSender {
     next_send_ns: u64,
     last_send_ns: u64,
     started: bool,
+    /// The SYN-ACK has arrived: data may flow.
+    established: bool,
+    /// When the latest SYN left; the SYN-ACK's RTT is measured from it (the timestamp it echoes).
+    syn_sent_ns: u64,
+    syn_retransmits: u32,
     wake: Wakeup,
     pub stats: SenderStats,
 }
@@ -142,6 +151,9 @@ impl TcpSender {
             next_send_ns: 0,
             last_send_ns: 0,
             started: false,
+            established: false,
+            syn_sent_ns: 0,
+            syn_retransmits: 0,
             wake: Wakeup::default(),
             stats: SenderStats::default(),
         }
@@ -158,8 +170,8 @@ impl TcpSender {
     /// `tcp_update_pacing_rate` (net/ipv4/tcp_input.c), run after each ACK's cwnd update:
     /// 2·cwnd·MSS/srtt while cwnd < ssthresh/2 (sysctl tcp_pacing_ss_ratio = 200 %), else
     /// 1.2·cwnd·MSS/srtt (tcp_pacing_ca_ratio = 120 %), over max(cwnd, packets_out). Without
-    /// an RTT sample Linux leaves the rate unlimited; there is no handshake here, so the first
-    /// window leaves unpaced (Linux would pace it with the SYN's RTT).
+    /// an RTT sample Linux leaves the rate unlimited; the handshake gives one, so the first
+    /// window is paced with the SYN's RTT.
     fn update_pacing_rate(&mut self) {
         self.fq_rate = (self.fq_pacing && self.srtt_ns > 0).then(|| {
             let ratio = if self.conn.cwnd < self.conn.ssthresh / 2 { 2.0 } else { 1.2 };
@@ -200,7 +212,7 @@ impl TcpSender {
         self.conn.edt_ns = self.next_send_ns;
     }
 
-    /// The application's start time: first transmission.
+    /// The application's start time: the SYN leaves.
     pub fn schedule_start(&mut self, ctx: &mut Ctx, at_ns: u64) {
         if self.wake.want(at_ns) {
             ctx.ev.schedule(at_ns, self.id);
@@ -215,8 +227,16 @@ impl TcpSender {
         if !self.started {
             self.started = true;
             self.app.start(now);
+            self.send_syn(ctx, now);
         }
         self.app.poll(now, self.conn.snd_una);
+        if !self.established {
+            if self.rto_deadline.is_some_and(|d| now >= d) {
+                self.syn_timeout(ctx, now);
+            }
+            self.arm_timer(ctx);
+            return;
+        }
         // Linux keeps one retransmission timer: a pending probe stands in for the RTO, so the
         // probe goes first and re-arms the RTO from its own transmission.
         if let Some(d) = self.tlp_deadline {
@@ -248,6 +268,61 @@ impl TcpSender {
             }
         }
         self.transmit(ctx);
+    }
+
+    /// `tcp_connect`: the SYN, with the retransmission timer at the current RTO (1 s before any
+    /// RTT sample, TCP_TIMEOUT_INIT).
+    fn send_syn(&mut self, ctx: &mut Ctx, now: u64) {
+        self.syn_sent_ns = now;
+        self.rto_deadline = Some(now + self.rto_ns);
+        ctx.send(Pkt { flow: self.flow, kind: Kind::Syn, len: SYN_LEN, ..Pkt::default() });
+    }
+
+    /// `tcp_retransmit_timer` in SYN_SENT: the SYN again, counted as a timeout and a
+    /// retransmission as Linux's TCPTimeouts and RetransSegs count it; the RTO doubles only
+    /// after the linear timeouts.
+    fn syn_timeout(&mut self, ctx: &mut Ctx, now: u64) {
+        self.stats.timeouts += 1;
+        self.stats.retransmits += 1;
+        self.syn_retransmits += 1;
+        self.backoff += 1;
+        if self.backoff > SYN_LINEAR_TIMEOUTS {
+            self.rto_ns = (2 * self.rto_ns).min(RTO_MAX_NS);
+        }
+        self.send_syn(ctx, now);
+    }
+
+    /// `tcp_rcv_synsent_state_process` and `tcp_init_transfer`: the SYN-ACK's RTT seeds srtt,
+    /// rttvar, the RTO and min_rtt (`tcp_ack_update_rtt`); cwnd is 1 if the SYN was sent more
+    /// than twice (RFC 6298's conservative restart), else the initial window; the congestion
+    /// control starts from this state (BBR's min_rtt and first pacing rate); the pure ACK of
+    /// the SYN-ACK leaves ahead of the first data (`tcp_send_ack`: nothing is queued yet when
+    /// the connect completes).
+    fn on_synack(&mut self, ctx: &mut Ctx) {
+        if self.established {
+            return;
+        }
+        let now = ctx.ev.now();
+        self.established = true;
+        self.update_rtt(now - self.syn_sent_ns);
+        self.backoff = 0;
+        self.rto_deadline = None;
+        if self.syn_retransmits > 1 {
+            self.conn.cwnd = 1;
+        }
+        ctx.send(Pkt { flow: self.flow, kind: Kind::HandshakeAck, len: HEADER, ..Pkt::default() });
+        self.refresh_conn(now);
+        self.cc.init(&self.conn);
+        self.update_pacing_rate();
+        self.transmit(ctx);
+    }
+
+    /// A packet from the receiver.
+    pub fn on_packet(&mut self, ctx: &mut Ctx, p: &Pkt) {
+        match p.kind {
+            Kind::SynAck => self.on_synack(ctx),
+            _ => self.on_ack(ctx, p.ack, p.sack),
+        }
     }
 
     /// tcp_send_loss_probe: one new segment if the application has one (beyond cwnd), else a
@@ -387,7 +462,7 @@ impl TcpSender {
         rs.acked_sacked += 1;
     }
 
-    pub fn on_ack(&mut self, ctx: &mut Ctx, ack: u32, sack: Sacks) {
+    fn on_ack(&mut self, ctx: &mut Ctx, ack: u32, sack: Sacks) {
         let now = ctx.ev.now();
         let prior_in_flight = self.in_flight();
         let prior_lost = self.conn.lost;
@@ -859,11 +934,11 @@ mod tests {
                 ctx.ev.advance_to(t);
                 let p = *ctx.pool.get(i);
                 ctx.pool.release(i);
-                if p.kind == Kind::Data {
-                    rx.on_data(&mut ctx, p.seq, p.len - HEADER);
-                } else {
-                    tx.on_ack(&mut ctx, p.ack, p.sack);
+                if p.kind.is_reverse() {
+                    tx.on_packet(&mut ctx, &p);
                     observe(tx, Event::Ack);
+                } else {
+                    rx.on_packet(&mut ctx, &p);
                 }
             } else {
                 break;
@@ -872,8 +947,8 @@ mod tests {
             for i in std::mem::take(&mut ctx.out) {
                 let p = *ctx.pool.get(i);
                 order += 1;
-                let arrive = if p.kind == Kind::Data {
-                    if !observe(tx, Event::Send(p)) {
+                let arrive = if !p.kind.is_reverse() {
+                    if p.kind == Kind::Data && !observe(tx, Event::Send(p)) {
                         ctx.pool.release(i);
                         continue;
                     }
@@ -892,7 +967,7 @@ mod tests {
     fn run_flow(cc: CcKind, pacing: bool, rate_bps: f64, rtt_ns: u64, drop_seq: Option<u32>, until_ns: u64) -> Vec<Send> {
         let mut tx = TcpSender::new(SENDER, 0, Cc::new(cc, 1), App::Backlogged);
         tx.set_pacing(pacing);
-        let mut rx = TcpReceiver::new(RECEIVER, 0, None, rtt_ns);
+        let mut rx = TcpReceiver::new(RECEIVER, 0, None);
         let (mut expected_rate, mut slow_start, mut dropped) = (None, true, false);
         let mut sends = Vec::new();
         run_path(&mut tx, &mut rx, rate_bps, rtt_ns, until_ns, |tx, event| match event {
@@ -923,8 +998,11 @@ mod tests {
         let sends = run_flow(CcKind::Cubic, true, 20e6, 20_000_000, Some(300), 3_000_000_000);
         // (gap to the next send, payload/rate at the expected rate, in slow start): the rate is
         // one of payload bytes and tcp_update_skb_after_send spaces skb->len, which has no headers.
+        // The first ten segments leave unpaced (`data_segs_out` < 10), though the handshake gave
+        // them a rate.
         let paced: Vec<_> = sends
             .windows(2)
+            .skip(INIT_CWND as usize - 1)
             .filter_map(|w| w[0].expected_rate.map(|r| (w[1].t - w[0].t, (w[0].len - HEADER) as f64 * 1e9 / r, w[0].slow_start)))
             .collect();
         // A segment that left after its slot (held by cwnd) shortens the next gap by up to half.
@@ -940,8 +1018,8 @@ mod tests {
             assert!(gaps.len() > 30, "slow start {phase}: {} paced sends", gaps.len());
             assert!(at_rate as f64 > share * gaps.len() as f64, "slow start {phase}: {at_rate} of {} gaps at the pacing rate", gaps.len());
         }
-        let first = sends.iter().position(|s| s.expected_rate.is_some()).expect("an RTT sample");
-        assert_eq!(same_instant_pairs(&sends[first..]), 0, "paced segments never leave together");
+        assert!(sends.iter().all(|s| s.expected_rate.is_some()), "the handshake's RTT sample paces from the start");
+        assert_eq!(same_instant_pairs(&sends[INIT_CWND as usize - 1..]), 0, "paced segments never leave together");
     }
 
     #[test]
@@ -950,7 +1028,7 @@ mod tests {
         // under 2 MSS, bbr_min_tso_segs is 2), which leave together, and the next transmission
         // waits their payload (skb->len, 2 x 1448 bytes) at the pacing rate, not 2 x 1500.
         let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Bbr, 1), App::Backlogged);
-        let mut rx = TcpReceiver::new(RECEIVER, 0, None, 20_000_000);
+        let mut rx = TcpReceiver::new(RECEIVER, 0, None);
         // (time, pacing rate when it left, payload bytes) per transmission after Startup
         let mut xmits: Vec<(u64, f64, u32)> = Vec::new();
         run_path(&mut tx, &mut rx, 20e6, 20_000_000, 4_000_000_000, |tx, event| {
@@ -985,7 +1063,7 @@ mod tests {
         // tcp_xmit_retransmit_queue would split the pair as Linux does.
         let run = |drop_pair: Option<u32>| {
             let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Bbr, 1), App::Backlogged);
-            let mut rx = TcpReceiver::new(RECEIVER, 0, None, 20_000_000);
+            let mut rx = TcpReceiver::new(RECEIVER, 0, None);
             let (mut sends, mut half): (Vec<(u64, u32)>, Option<u32>) = (Vec::new(), None);
             run_path(&mut tx, &mut rx, 20e6, 20_000_000, 3_000_000_000, |tx, event| {
                 let Event::Send(p) = event else { return true };
@@ -1020,7 +1098,7 @@ mod tests {
         // bbr_update_min_rtt sets tp->app_limited in ProbeRTT: the four-segment flight is not
         // the path's rate. A backlogged flow is otherwise never app-limited.
         let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Bbr, 1), App::Backlogged);
-        let mut rx = TcpReceiver::new(RECEIVER, 0, None, 20_000_000);
+        let mut rx = TcpReceiver::new(RECEIVER, 0, None);
         let (mut in_probe_rtt, mut marked, mut marked_elsewhere) = (0, 0, 0);
         run_path(&mut tx, &mut rx, 20e6, 20_000_000, 10_600_000_000, |tx, event| {
             if let Event::Send(p) = event {
@@ -1043,8 +1121,10 @@ mod tests {
     #[test]
     fn without_pacing_cubic_sends_ack_clocked_bursts() {
         let sends = run_flow(CcKind::Cubic, false, 20e6, 20_000_000, Some(300), 3_000_000_000);
-        // The initial window leaves at once and each ACK releases back-to-back segments.
-        assert!(sends[..10].iter().all(|s| s.t == 0));
+        // The initial window leaves at once, one RTT after the SYN (plus the SYN's 24 µs on the
+        // link), and each ACK releases back-to-back segments.
+        assert!(sends[..10].iter().all(|s| s.t == sends[0].t));
+        assert!((20_000_000..20_030_000).contains(&sends[0].t), "first data at {} ns", sends[0].t);
         assert!(same_instant_pairs(&sends[10..]) > 500, "{} bursts", same_instant_pairs(&sends[10..]));
     }
 
@@ -1059,7 +1139,7 @@ mod tests {
         // Segment 40 is lost, then its retransmission and everything sent after it, so no later
         // delivery reveals the lost retransmission and the RTO fires in Recovery.
         let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Cubic, 1), App::Backlogged);
-        let mut rx = TcpReceiver::new(RECEIVER, 0, None, 20_000_000);
+        let mut rx = TcpReceiver::new(RECEIVER, 0, None);
         let (mut sends_of_40, mut in_recovery, mut after_rto) = (0, None, None);
         run_path(&mut tx, &mut rx, 100e6, 20_000_000, 2_000_000_000, |tx, event| match event {
             Event::Send(p) => {
@@ -1094,7 +1174,7 @@ mod tests {
         // it at its retransmission. Then cwnd grows again and the twenty are repaired in a few
         // round trips, not one per round trip.
         let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Bbr, 1), App::Backlogged);
-        let mut rx = TcpReceiver::new(RECEIVER, 0, None, 20_000_000);
+        let mut rx = TcpReceiver::new(RECEIVER, 0, None);
         let mut sent = [0u32; 30];
         let (mut recovery_at, mut repaired_at) = (None, None);
         run_path(&mut tx, &mut rx, 20e6, 20_000_000, 2_000_000_000, |tx, event| match event {
@@ -1128,7 +1208,7 @@ mod tests {
         // (a retransmission of the tail) repairs the loss without a timeout.
         let segments = 5;
         let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Cubic, 1), App::Finite { segments, last_payload: MSS });
-        let mut rx = TcpReceiver::new(RECEIVER, 0, Some((segments, MSS)), 20_000_000);
+        let mut rx = TcpReceiver::new(RECEIVER, 0, Some((segments, MSS)));
         let mut dropped = false;
         run_path(&mut tx, &mut rx, 100e6, 20_000_000, 3_000_000_000, |_, event| match event {
             Event::Send(p) if p.seq == segments - 1 && !dropped => {
@@ -1148,8 +1228,8 @@ mod tests {
         // tcp_xmit_retransmit_queue rearms the RTO when it retransmits the head; tcp_ack
         // rearms it only when snd_una advances (FLAG_SET_XMIT_TIMER), never for a SACK alone.
         let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Cubic, 1), App::Backlogged);
-        let mut rx = TcpReceiver::new(RECEIVER, 0, None, 20_000_000);
-        let (mut prev, mut dropped) = ((0u32, None), false);
+        let mut rx = TcpReceiver::new(RECEIVER, 0, None);
+        let (mut prev, mut dropped) = ((0u32, None, 0u64), false);
         let (mut head_retx, mut sacks) = (0, 0);
         run_path(&mut tx, &mut rx, 100e6, 20_000_000, 2_000_000_000, |tx, event| {
             match event {
@@ -1164,14 +1244,15 @@ mod tests {
                 }
                 Event::Ack => {
                     let head_just_resent = tx.segs.front().is_some_and(|h| h.retrans && h.xmit_ns == tx.conn.now_ns);
-                    if tx.conn.snd_una == prev.0 && !head_just_resent && tx.packets_out() > 0 {
+                    let sacked = tx.conn.snd_una == prev.0 && tx.conn.delivered > prev.2;
+                    if sacked && !head_just_resent && tx.packets_out() > 0 {
                         sacks += 1;
                         assert_eq!(tx.rto_deadline, prev.1, "a SACK moved the RTO");
                     }
                 }
                 Event::Timer => {}
             }
-            prev = (tx.conn.snd_una, tx.rto_deadline);
+            prev = (tx.conn.snd_una, tx.rto_deadline, tx.conn.delivered);
             true
         });
         assert!(head_retx >= 1 && sacks > 3, "{head_retx} head retransmissions, {sacks} SACKs");
@@ -1183,7 +1264,7 @@ mod tests {
         // of 41 is lost again while 42's is SACKed. RACK finds the lost retransmission and
         // tcp_fastretrans_alert leaves Loss for Recovery (FLAG_LOST_RETRANS).
         let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Cubic, 1), App::Backlogged);
-        let mut rx = TcpReceiver::new(RECEIVER, 0, None, 20_000_000);
+        let mut rx = TcpReceiver::new(RECEIVER, 0, None);
         let (mut dropped_41, mut recovery_after_rto, mut repaired_before_next_rto) = (false, false, false);
         run_path(&mut tx, &mut rx, 100e6, 20_000_000, 1_500_000_000, |tx, event| match event {
             Event::Send(p) => {
@@ -1213,7 +1294,7 @@ mod tests {
         // Linux's CUBIC did in the testbed's sender capture (mostly single retransmissions
         // for the uncompressed dupacks); the model sent one more on every dupack.
         let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Cubic, 1), App::Backlogged);
-        let mut rx = TcpReceiver::new(RECEIVER, 0, None, 20_000_000);
+        let mut rx = TcpReceiver::new(RECEIVER, 0, None);
         let (mut lost, mut snd_una, mut sacked_out, mut dupack) = (None, 0, 0, false);
         // (segments SACKed, segments sent) for each dupack in Recovery.
         let mut per_dupack: Vec<(u32, u32)> = Vec::new();
@@ -1246,5 +1327,54 @@ mod tests {
         assert!(per_dupack.len() > 10, "{} dupacks in Recovery", per_dupack.len());
         assert!(over <= 1, "{over} of {} dupacks sent more than they SACKed: {per_dupack:?}", per_dupack.len());
         assert_eq!(tx.stats.timeouts, 0);
+    }
+
+    /// Runs the sender's timers up to `t_ns`; returns the kinds of the packets it sent, with
+    /// their times.
+    fn sender_until(tx: &mut TcpSender, ctx: &mut Ctx, t_ns: u64) -> Vec<(u64, Kind)> {
+        let mut sent = Vec::new();
+        while ctx.ev.pop_until(t_ns).is_some() {
+            tx.on_timer(ctx);
+            let now = ctx.ev.now();
+            sent.extend(std::mem::take(&mut ctx.out).into_iter().map(|i| (now, ctx.pool.get(i).kind)));
+        }
+        ctx.ev.advance_to(t_ns);
+        sent
+    }
+
+    #[test]
+    fn lost_syns_are_sent_again_after_one_second_linearly_four_times_then_backed_off() {
+        // tcp_retransmit_timer in SYN_SENT with tcp_syn_linear_timeouts = 4: SYNs at 0, 1, 2, 3,
+        // 4 and 5 s, the next 2 s later; no data before the SYN-ACK.
+        let mut ctx = Ctx::default();
+        let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Cubic, 1), App::Backlogged);
+        tx.schedule_start(&mut ctx, 0);
+        let s = 1_000_000_000;
+        let sent = sender_until(&mut tx, &mut ctx, 7 * s + 40_000_000);
+        assert_eq!(sent, [0, s, 2 * s, 3 * s, 4 * s, 5 * s, 7 * s].map(|t| (t, Kind::Syn)));
+        assert_eq!((tx.stats.timeouts, tx.stats.retransmits, tx.stats.segments_sent), (6, 6, 0));
+        // The SYN-ACK of the last SYN, 40 ms later: its RTT seeds srtt and the RTO, and after
+        // more than one retransmitted SYN the window starts at one segment (tcp_init_transfer).
+        tx.on_packet(&mut ctx, &Pkt { kind: Kind::SynAck, ..Pkt::default() });
+        let kinds: Vec<_> = std::mem::take(&mut ctx.out).into_iter().map(|i| ctx.pool.get(i).kind).collect();
+        assert_eq!(kinds, [Kind::HandshakeAck, Kind::Data], "the handshake's ACK, then one segment");
+        assert_eq!((tx.srtt_ns, tx.conn.min_rtt_ns, tx.rto_ns, tx.backoff), (40_000_000, 40_000_000, 240_000_000, 0));
+    }
+
+    #[test]
+    fn bbr_starts_from_the_handshake_rtt() {
+        // bbr_init: min_rtt from the SYN-ACK's RTT, and bbr_init_pacing_rate_from_rtt paces the
+        // first window at high_gain·10·MSS/srtt less 1 % (not the 1 ms guess Linux makes
+        // without an RTT sample).
+        let mut ctx = Ctx::default();
+        let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Bbr, 1), App::Backlogged);
+        tx.schedule_start(&mut ctx, 0);
+        assert_eq!(sender_until(&mut tx, &mut ctx, 100_000_000), [(0, Kind::Syn)]);
+        tx.on_packet(&mut ctx, &Pkt { kind: Kind::SynAck, ..Pkt::default() });
+        let Cc::Bbr(bbr) = &tx.cc else { unreachable!() };
+        assert_eq!(bbr.min_rtt_ns(), 100_000_000);
+        let want = 2.885 * 10.0 * MSS as f64 / 0.1 * 0.99;
+        assert!((tx.pacing_rate().unwrap() / want - 1.0).abs() < 1e-9, "{:?} vs {want}", tx.pacing_rate());
+        assert_eq!(tx.stats.segments_sent, 10, "the initial window leaves at once (data_segs_out < 10)");
     }
 }

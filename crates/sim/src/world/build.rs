@@ -101,7 +101,7 @@ impl World {
                     let mut tx = TcpSender::new(sender, fid, cc, app);
                     tx.set_pacing(f.pacing);
                     comps.push(Comp::Sender(Box::new(tx)));
-                    comps.push(Comp::Receiver(Box::new(TcpReceiver::new(receiver, fid, finite, f.rtt.0))));
+                    comps.push(Comp::Receiver(Box::new(TcpReceiver::new(receiver, fid, finite))));
                 }
                 let mut data_route = vec![nic, enf_id, link_id];
                 data_route.extend(secondary);

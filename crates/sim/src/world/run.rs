@@ -46,7 +46,7 @@ impl World {
             let idx = self.ctx.out[i];
             i += 1;
             let p = *self.ctx.pool.get(idx);
-            let start = self.route_start[2 * p.flow as usize + (p.kind == Kind::Ack) as usize];
+            let start = self.route_start[2 * p.flow as usize + p.kind.is_reverse() as usize];
             let target = self.route_hops[start as usize + p.hop as usize];
             self.ctx.pool.get_mut(idx).hop += 1;
             let ctx = &mut self.ctx;
@@ -56,8 +56,10 @@ impl World {
                 Comp::Enf(e) => e.arrive(ctx, idx),
                 Comp::Receiver(r) => {
                     ctx.pool.release(idx);
-                    self.wire_window[p.flow as usize] += (p.len - HEADER) as u64;
-                    r.on_data(ctx, p.seq, p.len - HEADER);
+                    if p.kind == Kind::Data {
+                        self.wire_window[p.flow as usize] += (p.len - HEADER) as u64;
+                    }
+                    r.on_packet(ctx, &p);
                 }
                 Comp::Sink { bytes, window_bytes } => {
                     ctx.pool.release(idx);
@@ -68,7 +70,7 @@ impl World {
                 }
                 Comp::Sender(s) => {
                     ctx.pool.release(idx);
-                    s.on_ack(ctx, p.ack, p.sack);
+                    s.on_packet(ctx, &p);
                 }
                 Comp::Udp(_) => unreachable!("nothing is routed to a UDP source"),
             }
