@@ -48,9 +48,14 @@ def toml_value(v):
     raise ValueError(f"cannot write {v!r} as TOML")
 
 
+def setting(case, defaults, key):
+    """A case's own value for `key`, else the grid's default."""
+    return case.get(key, defaults.get(key))
+
+
 def scenario(case, defaults, seed):
     """The testbed scenario of one case and seed, as TOML text."""
-    get = lambda k: case.get(k, defaults.get(k))
+    get = lambda key: setting(case, defaults, key)
     lines = [f'name = {toml_value(case["name"])}', f'duration = {toml_value(get("duration"))}', f"seed = {seed}",
              "", "[measure]", f'window = {toml_value(get("window"))}', f'warmup = {toml_value(get("warmup"))}',
              "", "[testbed]", f'enforcer_at = {toml_value(get("placement"))}', "", "[enforcer]"]
@@ -247,6 +252,7 @@ def main():
         d = os.path.join(args.out, case["name"])
         os.makedirs(d, exist_ok=True)
         per = {"testbed": [], "sim": []}
+        warmup_s, window_s = (seconds(setting(case, defaults, key)) for key in ("warmup", "window"))
         for seed in range(1, runs + 1):
             tb = os.path.join(d, f"testbed-{seed}.toml")
             with open(tb, "w") as f:
@@ -258,8 +264,7 @@ def main():
                 out = os.path.join(d, f"{system}-{seed}")
                 if not (args.reuse and os.path.exists(os.path.join(out, "summary.json"))):
                     run(cmd + ["--out", out], out + ".log")
-                get = lambda k: case.get(k, defaults.get(k))
-                m = metrics(os.path.join(out, "summary.json"), seconds(get("warmup")), seconds(get("window")))
+                m = metrics(os.path.join(out, "summary.json"), warmup_s, window_s)
                 per[system].append(m)
                 for i, g in enumerate(m["goodput"]):
                     raw.append({"case": case["name"], "system": system, "seed": seed, "flow": i, "cc": m["cc"][i],

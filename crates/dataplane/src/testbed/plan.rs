@@ -153,11 +153,12 @@ fn check_app(app: &AppConfig) -> Result<(), (&'static str, &'static str)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use ratekit_lab::scenario::Resolved;
 
-    fn resolve(flows: &str) -> Resolved {
-        let text = format!("name = \"t\"\nduration = \"1s\"\n[enforcer]\nkind = \"fifo\"\nrate = \"1mbit\"\nburst = 1500\nlimit = 15000\n[[aggregates]]\nrate = \"1mbit\"\nflows = [{flows}]");
+    /// One fifo-enforced aggregate at 1 Mbit/s holding `flows`, 5 s long (room for late starts).
+    pub(in crate::testbed) fn resolve(flows: &str) -> Resolved {
+        let text = format!("name = \"t\"\nduration = \"5s\"\n[enforcer]\nkind = \"fifo\"\nrate = \"1mbit\"\nburst = 1500\nlimit = 15000\n[[aggregates]]\nrate = \"1mbit\"\nflows = [{flows}]");
         ratekit_lab::scenario::parse(&text, "t.toml").unwrap()
     }
 

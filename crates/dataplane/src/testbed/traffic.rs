@@ -294,8 +294,7 @@ mod tests {
     use super::*;
 
     fn flows(jitter_ms: u64) -> Vec<Flow> {
-        let text = format!("name = \"t\"\nduration = \"5s\"\n[enforcer]\nkind = \"fifo\"\nrate = \"1mbit\"\nburst = 1500\nlimit = 15000\n[[aggregates]]\nrate = \"1mbit\"\nflows = [{{ rtt = \"10ms\", start = \"1s\", start_jitter = \"{jitter_ms}ms\", count = 8 }}]");
-        let resolved = ratekit_lab::scenario::parse(&text, "t.toml").unwrap();
+        let resolved = super::super::plan::tests::resolve(&format!(r#"{{ rtt = "10ms", start = "1s", start_jitter = "{jitter_ms}ms", count = 8 }}"#));
         super::super::plan::plan(resolved, "t.toml").unwrap().flows
     }
 
