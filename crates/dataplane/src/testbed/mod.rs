@@ -248,13 +248,13 @@ pub fn run(plan: &Plan, out: &Path, progress: impl Fn(&str)) -> Result<Summary, 
     Ok(summary)
 }
 
-/// Runs `f` on a scoped thread inside `ns` (setns affects only the calling thread).
 /// The MAC address of `dev` in `ns`.
 fn mac(ns: &Netns, dev: &str) -> Result<String, TestbedError> {
     let out = ns.exec(&["cat", &format!("/sys/class/net/{dev}/address")])?;
     Ok(out.trim().to_string())
 }
 
+/// Runs `f` on a scoped thread inside `ns` (setns affects only the calling thread).
 fn in_ns<T: Send>(ns: &Netns, f: impl FnOnce() -> T + Send) -> Result<T, TestbedError> {
     std::thread::scope(|s| s.spawn(|| -> Result<T, TestbedError> {
         ns.enter().map_err(io(format!("entering {}", ns.name)))?;
