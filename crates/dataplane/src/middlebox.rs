@@ -36,12 +36,30 @@ pub struct MiddleboxReport {
     pub ring_drops: [u64; 2],
 }
 
+/// Makes the calling thread wake at its deadlines rather than when the scheduler gets to it. A
+/// delay line released late sends what fell due meanwhile as one burst, which a small queue
+/// behind it drops: measured on 4 CUBIC flows at 50 Mbit/s, 100 ms, behind a 15 kB htb queue
+/// (2 cores), 71-188 frames per run released over 1 ms late at normal priority and 3-33 with
+/// SCHED_FIFO, and Linux's goodput rose from 0.47-0.59 of the rate to 0.61-0.65.
+fn wake_on_time() -> std::io::Result<()> {
+    let param = libc::sched_param { sched_priority: 10 };
+    // Timer slack is what a thread that stays at normal priority can still save (50 µs by default).
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64) };
+    match unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
 /// Forwards between `in_if` and `out_if` until `stop` is set. Must run in the namespace that
 /// holds both interfaces.
 pub fn run(in_if: &str, out_if: &str, cfg: PipelineConfig, stop: &AtomicBool) -> Result<MiddleboxReport, MiddleboxError> {
     let idx = |name: &str| crate::tc::ifindex(name).map_err(|_| MiddleboxError::NoSuchInterface(name.into()));
     let (in_idx, out_idx) = (idx(in_if)?, idx(out_if)?);
     let mut pipeline = Pipeline::new(cfg)?;
+    if let Err(e) = wake_on_time() {
+        eprintln!("middlebox: no real-time priority ({e}): delay-line releases may be late under load");
+    }
     let mut socks = [PacketSocket::open(in_idx)?, PacketSocket::open(out_idx)?];
     let start = monotonic_now();
     let mut send_errors = 0u64;

@@ -84,6 +84,11 @@ pub struct PipelineStats {
     pub untracked: u64,
     /// Non-IP frames (ARP, ...), forwarded untouched.
     pub non_ip: u64,
+    /// Frames the delay lines released more than 250 µs and more than 1 ms after they were due,
+    /// and the worst lateness (µs): a late wake-up releases what fell due meanwhile as one
+    /// burst, which a small queue behind the middlebox would drop and the emulated path never had.
+    pub late_frames: [u64; 2],
+    pub max_late_us: u64,
 }
 
 struct Agg {
@@ -263,7 +268,11 @@ impl Pipeline {
             for dir in [Dir::Forward, Dir::Reverse] {
                 let frames = &mut line.frames[dir as usize];
                 while frames.front().is_some_and(|(due, _)| *due <= now) {
-                    let (_, frame) = frames.pop_front().unwrap();
+                    let (due, frame) = frames.pop_front().unwrap();
+                    let late_us = (now - due).0 / 1_000;
+                    self.stats.late_frames[0] += (late_us > 250) as u64;
+                    self.stats.late_frames[1] += (late_us > 1_000) as u64;
+                    self.stats.max_late_us = self.stats.max_late_us.max(late_us);
                     self.delayed_bytes -= frame.len() as u64;
                     self.stats.sent[dir as usize] += 1;
                     send(dir, &frame);

@@ -126,6 +126,8 @@ pub fn build(
             middlebox_forwarded: mb.stats.sent,
             middlebox_random_losses: mb.stats.random_losses,
             middlebox_overflow_drops: mb.stats.overflow_drops,
+            middlebox_late_frames: mb.stats.late_frames,
+            middlebox_max_late_us: mb.stats.max_late_us,
             sender_tcp,
             flow_tcp,
         }),

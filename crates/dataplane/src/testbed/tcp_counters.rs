@@ -58,22 +58,29 @@ pub fn socket_info(sock: &impl std::os::fd::AsRawFd, flow: u32) -> std::io::Resu
     const TOTAL_RETRANS: usize = 100;
     const MIN_RTT_US: usize = 148;
     const DATA_SEGS_OUT: usize = 156;
+    const BUSY_TIME_US: usize = 168;
+    const RWND_LIMITED_US: usize = 176;
+    const SNDBUF_LIMITED_US: usize = 184;
     let mut buf = [0u8; 256];
     let mut len = buf.len() as libc::socklen_t;
     let rc = unsafe { libc::getsockopt(sock.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_INFO, buf.as_mut_ptr().cast(), &mut len) };
     if rc != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    if (len as usize) < DATA_SEGS_OUT + 4 {
-        return Err(std::io::Error::other(format!("TCP_INFO of {len} bytes: this kernel predates min_rtt")));
+    if (len as usize) < SNDBUF_LIMITED_US + 8 {
+        return Err(std::io::Error::other(format!("TCP_INFO of {len} bytes: this kernel predates tcpi_sndbuf_limited (4.10)")));
     }
     let u32_at = |at: usize| u32::from_ne_bytes(buf[at..at + 4].try_into().unwrap());
+    let ms_at = |at: usize| u64::from_ne_bytes(buf[at..at + 8].try_into().unwrap()) as f64 / 1e3;
     Ok(FlowTcpInfo {
         flow,
         min_rtt_ms: u32_at(MIN_RTT_US) as f64 / 1e3,
         srtt_ms: u32_at(RTT_US) as f64 / 1e3,
         retransmits: u32_at(TOTAL_RETRANS) as u64,
         data_segs_out: u32_at(DATA_SEGS_OUT) as u64,
+        busy_ms: ms_at(BUSY_TIME_US),
+        rwnd_limited_ms: ms_at(RWND_LIMITED_US),
+        sndbuf_limited_ms: ms_at(SNDBUF_LIMITED_US),
     })
 }
 

@@ -14,6 +14,9 @@ pub struct TestbedSection {
     pub middlebox_forwarded: [u64; 2],
     pub middlebox_random_losses: u64,
     pub middlebox_overflow_drops: u64,
+    /// Delay-line releases more than 250 µs and 1 ms late, and the worst (µs).
+    pub middlebox_late_frames: [u64; 2],
+    pub middlebox_max_late_us: u64,
     /// The sender namespace's TCP counters over the run (`table.counter`: Linux counts per
     /// namespace, so these are summed over its flows).
     pub sender_tcp: BTreeMap<String, u64>,
@@ -46,4 +49,10 @@ pub struct FlowTcpInfo {
     pub srtt_ms: f64,
     pub retransmits: u64,
     pub data_segs_out: u64,
+    /// Of the time the socket had data in flight (`busy_ms`), how long the receiver's window and
+    /// the sender's own buffer held it back rather than the congestion window: a flow limited
+    /// this way says nothing about its congestion control.
+    pub busy_ms: f64,
+    pub rwnd_limited_ms: f64,
+    pub sndbuf_limited_ms: f64,
 }
