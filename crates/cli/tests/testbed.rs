@@ -91,7 +91,19 @@ fn placements_hold_the_rate() {
             assert!(f["mean_goodput_bps"].as_f64().unwrap() > 1e5, "{placement}: {f}");
             assert_eq!(f["rtt_ms"].as_f64().unwrap(), 10.0);
         }
-        assert!(dir.join("windows.csv").exists());
+        // Every sender sampled its cwnd and smoothed RTT as windows closed, and Linux's RTT
+        // there is the path's 10 ms plus queueing, never less.
+        let windows = std::fs::read_to_string(dir.join("windows.csv")).unwrap();
+        let sampled: Vec<(f64, f64)> = windows
+            .lines()
+            .skip(1)
+            .filter_map(|l| {
+                let cols: Vec<&str> = l.split(',').collect();
+                Some((cols[5].parse().ok()?, cols[6].parse().ok()?))
+            })
+            .collect();
+        assert!(sampled.len() >= 2 * 12, "{placement}: {} sampled windows of 2 flows over 4 s\n{windows}", sampled.len());
+        assert!(sampled.iter().all(|&(cwnd, srtt)| cwnd >= 1.0 && (9.9..500.0).contains(&srtt)), "{placement}: {sampled:?}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
     assert!(namespaces_of(std::process::id()).is_empty());

@@ -1,7 +1,7 @@
 //! The testbed's summary.json, in the shape `ratekit sim` writes (ratekit_lab::summary: flows[]
 //! and aggregates[] with the same fields and meanings, 000 §6.1's metrics over the measurement
 //! windows) with its own `testbed` section and per-aggregate `shares`, plus windows.csv with
-//! every flow's bytes per window.
+//! every flow's bytes per window and each TCP sender's cwnd and smoothed RTT as the window closed.
 
 use super::plan::Plan;
 use super::tcp_counters::Counters;
@@ -145,14 +145,19 @@ fn millis(d: ratekit_core::Duration) -> f64 {
 /// Writes summary.json and windows.csv atomically (temporary file, then rename).
 pub fn write(summary: &Summary, rec: &Recorder, plan: &Plan, dir: &Path) -> std::io::Result<()> {
     let mut csv = Vec::new();
-    writeln!(csv, "window_start_s,flow,aggregate,bytes,goodput_bps")?;
+    writeln!(csv, "window_start_s,flow,aggregate,bytes,goodput_bps,cwnd_segments,srtt_ms")?;
     let s = &plan.resolved.scenario;
     let n_windows = (s.duration.0 / s.measure.window.0) as usize;
     let win_s = rec.window.as_secs_f64();
     for w in 0..n_windows {
         for f in &plan.flows {
-            let b = rec.bytes[f.id as usize][w].load(Ordering::Relaxed);
-            writeln!(csv, "{:.3},{},{},{},{:.0}", w as f64 * win_s, f.id, f.aggregate, b, b as f64 * 8.0 / win_s)?;
+            let i = f.id as usize;
+            let b = rec.bytes[i][w].load(Ordering::Relaxed);
+            write!(csv, "{:.3},{},{},{},{:.0},", w as f64 * win_s, f.id, f.aggregate, b, b as f64 * 8.0 / win_s)?;
+            match rec.cwnd_segments[i][w].load(Ordering::Relaxed) {
+                0 => writeln!(csv, ",")?,
+                cwnd => writeln!(csv, "{cwnd},{:.3}", rec.srtt_us[i][w].load(Ordering::Relaxed) as f64 / 1e3)?,
+            }
         }
     }
     let tmp = dir.join(".windows.csv.tmp");

@@ -50,17 +50,19 @@ pub fn delta(before: &Counters, after: &Counters) -> Counters {
     after.iter().filter_map(|(k, &a)| before.get(k).map(|&b| (k.clone(), a.saturating_sub(b)))).collect()
 }
 
-/// A connected TCP socket's TCP_INFO: the RTTs Linux measured and its retransmissions.
-pub fn socket_info(sock: &impl std::os::fd::AsRawFd, flow: u32) -> std::io::Result<FlowTcpInfo> {
-    // Byte offsets in Linux's struct tcp_info (include/uapi/linux/tcp.h), which only grows at
-    // its end; libc's copy of the struct stops before min_rtt and data_segs_out.
-    const RTT_US: usize = 68;
-    const TOTAL_RETRANS: usize = 100;
-    const MIN_RTT_US: usize = 148;
-    const DATA_SEGS_OUT: usize = 156;
-    const BUSY_TIME_US: usize = 168;
-    const RWND_LIMITED_US: usize = 176;
-    const SNDBUF_LIMITED_US: usize = 184;
+// Byte offsets in Linux's struct tcp_info (include/uapi/linux/tcp.h), which only grows at its
+// end; libc's copy of the struct stops before min_rtt and data_segs_out.
+const RTT_US: usize = 68;
+const SND_CWND: usize = 80;
+const TOTAL_RETRANS: usize = 100;
+const MIN_RTT_US: usize = 148;
+const DATA_SEGS_OUT: usize = 156;
+const BUSY_TIME_US: usize = 168;
+const RWND_LIMITED_US: usize = 176;
+const SNDBUF_LIMITED_US: usize = 184;
+
+/// The socket's TCP_INFO, refused when the kernel's struct ends before tcpi_sndbuf_limited (4.10).
+fn tcp_info(sock: &impl std::os::fd::AsRawFd) -> std::io::Result<[u8; 256]> {
     let mut buf = [0u8; 256];
     let mut len = buf.len() as libc::socklen_t;
     let rc = unsafe { libc::getsockopt(sock.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_INFO, buf.as_mut_ptr().cast(), &mut len) };
@@ -70,14 +72,29 @@ pub fn socket_info(sock: &impl std::os::fd::AsRawFd, flow: u32) -> std::io::Resu
     if (len as usize) < SNDBUF_LIMITED_US + 8 {
         return Err(std::io::Error::other(format!("TCP_INFO of {len} bytes: this kernel predates tcpi_sndbuf_limited (4.10)")));
     }
-    let u32_at = |at: usize| u32::from_ne_bytes(buf[at..at + 4].try_into().unwrap());
+    Ok(buf)
+}
+
+fn u32_at(buf: &[u8; 256], at: usize) -> u32 {
+    u32::from_ne_bytes(buf[at..at + 4].try_into().unwrap())
+}
+
+/// The congestion window (segments) and smoothed RTT (µs) now.
+pub fn window_state(sock: &impl std::os::fd::AsRawFd) -> std::io::Result<(u32, u32)> {
+    let buf = tcp_info(sock)?;
+    Ok((u32_at(&buf, SND_CWND), u32_at(&buf, RTT_US)))
+}
+
+/// A connected TCP socket's TCP_INFO: the RTTs Linux measured and its retransmissions.
+pub fn socket_info(sock: &impl std::os::fd::AsRawFd, flow: u32) -> std::io::Result<FlowTcpInfo> {
+    let buf = tcp_info(sock)?;
     let ms_at = |at: usize| u64::from_ne_bytes(buf[at..at + 8].try_into().unwrap()) as f64 / 1e3;
     Ok(FlowTcpInfo {
         flow,
-        min_rtt_ms: u32_at(MIN_RTT_US) as f64 / 1e3,
-        srtt_ms: u32_at(RTT_US) as f64 / 1e3,
-        retransmits: u32_at(TOTAL_RETRANS) as u64,
-        data_segs_out: u32_at(DATA_SEGS_OUT) as u64,
+        min_rtt_ms: u32_at(&buf, MIN_RTT_US) as f64 / 1e3,
+        srtt_ms: u32_at(&buf, RTT_US) as f64 / 1e3,
+        retransmits: u32_at(&buf, TOTAL_RETRANS) as u64,
+        data_segs_out: u32_at(&buf, DATA_SEGS_OUT) as u64,
         busy_ms: ms_at(BUSY_TIME_US),
         rwnd_limited_ms: ms_at(RWND_LIMITED_US),
         sndbuf_limited_ms: ms_at(SNDBUF_LIMITED_US),

@@ -6,7 +6,7 @@
 //! carry the same header.
 
 use super::plan::Flow;
-use super::tcp_counters::{socket_info, FlowTcpInfo};
+use super::tcp_counters::{socket_info, window_state, FlowTcpInfo};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use ratekit_lab::arrivals::draw;
@@ -23,7 +23,9 @@ pub const TCP_PORT: u16 = 5001;
 pub const UDP_PORT: u16 = 5002;
 const IP_UDP_HEADERS: usize = 28;
 
-/// Per-flow byte counts per window, filled by the receiver.
+/// Per-flow byte counts per window, filled by the receiver, and each TCP sender's congestion
+/// window and smoothed RTT as the window closed, filled by the sender (the simulator's flows.csv
+/// has both, so a Linux flow and its model compare window by window).
 pub struct Recorder {
     pub t0: Instant,
     pub window: Duration,
@@ -32,6 +34,9 @@ pub struct Recorder {
     /// ns after t0 at which a finite flow's last byte arrived (0: not yet).
     pub done_ns: Vec<AtomicU64>,
     pub delivered: Vec<AtomicU64>,
+    /// cwnd_segments[flow][window], 0 where the sender took no sample.
+    pub cwnd_segments: Vec<Vec<AtomicU64>>,
+    pub srtt_us: Vec<Vec<AtomicU64>>,
 }
 
 impl Recorder {
@@ -43,11 +48,33 @@ impl Recorder {
             bytes: (0..flows).map(|_| counters(windows)).collect(),
             done_ns: counters(flows),
             delivered: counters(flows),
+            cwnd_segments: (0..flows).map(|_| counters(windows)).collect(),
+            srtt_us: (0..flows).map(|_| counters(windows)).collect(),
+        }
+    }
+
+    fn window_now(&self) -> usize {
+        (self.t0.elapsed().as_nanos() / self.window.as_nanos()) as usize
+    }
+
+    /// Keeps the socket's state as window `w - 1` closed, on the sender's first call in window
+    /// `w` (the sender calls between writes, so it is at most one write timeout late); `last` is
+    /// the window the sender last sampled in.
+    fn sample(&self, flow: usize, sock: &TcpStream, last: &mut usize) {
+        let w = self.window_now();
+        if w == *last {
+            return;
+        }
+        *last = w;
+        let (Some(c), Some(r)) = (self.cwnd_segments.get(flow).and_then(|f| f.get(w.wrapping_sub(1))), self.srtt_us.get(flow).and_then(|f| f.get(w.wrapping_sub(1)))) else { return };
+        if let Ok((cwnd, srtt_us)) = window_state(sock) {
+            c.store(cwnd as u64, Ordering::Relaxed);
+            r.store(srtt_us as u64, Ordering::Relaxed);
         }
     }
 
     fn add(&self, flow: usize, n: u64) {
-        let w = (self.t0.elapsed().as_nanos() / self.window.as_nanos()) as usize;
+        let w = self.window_now();
         if let Some(cell) = self.bytes.get(flow).and_then(|f| f.get(w)) {
             cell.fetch_add(n, Ordering::Relaxed);
         }
@@ -204,6 +231,7 @@ pub fn send(
     t0: Instant,
     end: Instant,
     seed: u64,
+    rec: &Recorder,
     stop: &AtomicBool,
 ) -> Result<Option<FlowTcpInfo>, SendError> {
     let io = |what: &'static str| move |source| SendError::Io { flow: flow.id, what, source };
@@ -244,12 +272,14 @@ pub fn send(
     conn.set_write_timeout(Some(Duration::from_millis(50))).map_err(io("SO_SNDTIMEO"))?;
     conn.write_all(&header(flow.id)).map_err(io("write"))?;
     let chunk = vec![0u8; 1 << 16];
+    let mut sampled = usize::MAX;
     // Writes `n` bytes, stopping early at `end`; false if the run is over.
-    let write = |conn: &mut TcpStream, mut n: u64| -> Result<bool, SendError> {
+    let mut write = |conn: &mut TcpStream, mut n: u64| -> Result<bool, SendError> {
         while n > 0 {
             if Instant::now() >= end || stop.load(Ordering::Relaxed) {
                 return Ok(false);
             }
+            rec.sample(flow.id as usize, conn, &mut sampled);
             match conn.write(&chunk[..n.min(chunk.len() as u64) as usize]) {
                 Ok(k) => n -= k as u64,
                 Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
