@@ -122,6 +122,9 @@ def metrics(summary_path, warmup_s, window_s):
     tcp = s.get("testbed", {}).get("sender_tcp")
     rto_total = tcp.get("TcpExt.TCPTimeouts", 0) if tcp else sum(r or 0 for r in rtos)
     retx_total = tcp.get("Tcp.RetransSegs", 0) if tcp else sum(r or 0 for r in retx)
+    # Loss episodes: a run that loses as many segments in fewer, larger bursts backs off less often.
+    recoveries = (tcp.get("TcpExt.TCPSackRecovery", 0) + tcp.get("TcpExt.TCPRenoRecovery", 0) if tcp
+                  else sum(f.get("recoveries") or 0 for f in flows))
     per_flow_s = len(flows) * s["duration_s"]
     # Flows of one CC and RTT are exchangeable: flow 2 of a Linux run is not flow 2 of a simulated
     # one. Each such group's goodputs are matched by rank (best with best), so a simulator that
@@ -136,7 +139,8 @@ def metrics(summary_path, warmup_s, window_s):
     return {"p10": percentile(windows, 0.1) / rate, "p50": percentile(windows, 0.5) / rate, "p90": percentile(windows, 0.9) / rate,
             "goodput": good, "ranked": ranked, "cc": [f["cc"] for f in flows], "shares": shares, "jain": jain,
             "drop_rate": agg.get("drop_rate"), "retransmits": retx, "timeouts": rtos,
-            "rto_per_flow_s": rto_total / per_flow_s, "retx_per_flow_s": retx_total / per_flow_s}
+            "rto_per_flow_s": rto_total / per_flow_s, "retx_per_flow_s": retx_total / per_flow_s,
+            "recoveries_per_flow_s": recoveries / per_flow_s}
 
 
 def spread(values):
@@ -167,7 +171,7 @@ def judge(linux, sim):
     out["flows_ok"] = (ok_flows, n, ok_flows == n, "")
     ld = [r["drop_rate"] or 0 for r in linux]
     out["drop_rate"] = (statistics.mean(ld), statistics.mean(r["drop_rate"] or 0 for r in sim), None, spread(ld))
-    for key in ("rto_per_flow_s", "retx_per_flow_s", "p10", "p50", "p90"):
+    for key in ("rto_per_flow_s", "retx_per_flow_s", "recoveries_per_flow_s", "p10", "p50", "p90"):
         lv = [r[key] for r in linux]
         out[key] = (statistics.mean(lv), statistics.mean(r[key] for r in sim), None, spread(lv))
     return out
@@ -278,8 +282,8 @@ def main():
         w = csv.DictWriter(f, fieldnames=list(raw[0]))
         w.writeheader()
         w.writerows(raw)
-    md = ["| case | CC shares, Linux [run range] → simulator | Jain, Linux [range] → simulator | flows within target | drop rate, Linux → simulator | RTOs per flow per s, Linux → simulator | retransmitted segments per flow per s | aggregate goodput per window / rate, p10-p50-p90 | all targets |",
-          "|---|---|---|---|---|---|---|---|---|"]
+    md = ["| case | CC shares, Linux [run range] → simulator | Jain, Linux [range] → simulator | flows within target | drop rate, Linux → simulator | RTOs per flow per s, Linux → simulator | retransmitted segments per flow per s | fast recoveries per flow per s | aggregate goodput per window / rate, p10-p50-p90 | all targets |",
+          "|---|---|---|---|---|---|---|---|---|---|"]
     with open(os.path.join(args.out, "table.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["case", "metric", "linux", "sim", "ok", "linux_range"])
@@ -292,9 +296,10 @@ def main():
             ld, sd, _, _ = res["drop_rate"]
             lr, sr, _, _ = res["rto_per_flow_s"]
             lx, sx, _, _ = res["retx_per_flow_s"]
+            lc, sc, _, _ = res["recoveries_per_flow_s"]
             pct = lambda i: " ".join(f"{res[k][i]:.2f}" for k in ("p10", "p50", "p90"))
             every = all(ok for _, (_, _, ok, _) in res.items() if ok is not None)
-            md.append(f"| {name} | {shares} | {lj:.3f} [{jr}] → {sj:.3f}{'' if jok else ' ✗'} | {fo}/{fn} | {100 * ld:.1f} % → {100 * sd:.1f} % | {lr:.2f} → {sr:.2f} | {lx:.1f} → {sx:.1f} | {pct(0)} → {pct(1)} | {'yes' if every else '**no**'} |")
+            md.append(f"| {name} | {shares} | {lj:.3f} [{jr}] → {sj:.3f}{'' if jok else ' ✗'} | {fo}/{fn} | {100 * ld:.1f} % → {100 * sd:.1f} % | {lr:.2f} → {sr:.2f} | {lx:.1f} → {sx:.1f} | {lc:.2f} → {sc:.2f} | {pct(0)} → {pct(1)} | {'yes' if every else '**no**'} |")
     held = sum(1 for _, res in results if all(ok for _, (_, _, ok, _) in res.items() if ok is not None))
     md += ["", f"{held} of {len(results)} cases meet every target ({runs} runs each)."]
     with open(os.path.join(args.out, "table.md"), "w") as f:

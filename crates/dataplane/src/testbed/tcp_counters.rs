@@ -9,7 +9,7 @@ pub use ratekit_lab::summary::FlowTcpInfo;
 use std::collections::BTreeMap;
 
 /// (table, counter) pairs kept, named `table.counter` in summary.json.
-const KEPT: [(&str, &str); 8] = [
+const KEPT: [(&str, &str); 9] = [
     ("Tcp", "OutSegs"),
     ("Tcp", "RetransSegs"),
     ("TcpExt", "TCPTimeouts"),
@@ -17,6 +17,7 @@ const KEPT: [(&str, &str); 8] = [
     ("TcpExt", "TCPLossProbes"),
     ("TcpExt", "TCPLossProbeRecovery"),
     ("TcpExt", "TCPSackRecovery"),
+    ("TcpExt", "TCPRenoRecovery"),
     ("TcpExt", "TCPFastRetrans"),
 ];
 

@@ -48,6 +48,9 @@ pub struct SenderStats {
     pub retransmits: u64,
     pub timeouts: u64,
     pub loss_probes: u64,
+    /// Fast recoveries entered (Linux's TCPSackRecovery): loss episodes, where `retransmits`
+    /// also counts how many segments each lost.
+    pub recoveries: u64,
 }
 
 pub struct TcpSender {
@@ -406,6 +409,7 @@ impl TcpSender {
         self.high_seq = self.conn.snd_nxt;
         self.conn.ca_state = CaState::Recovery;
         self.cc.set_state(&self.conn, CaState::Recovery);
+        self.stats.recoveries += 1;
     }
 
     /// Proportional rate reduction as Linux 6.x's `tcp_cwnd_reduction` (RFC 6937 with SSRB):
@@ -1284,6 +1288,25 @@ mod tests {
         assert!(dropped_41, "the retransmission of 41 was sent");
         assert!(recovery_after_rto, "Recovery entered from Loss");
         assert!(repaired_before_next_rto, "41 repaired without another RTO");
+    }
+
+    #[test]
+    fn recoveries_count_loss_episodes_not_lost_segments() {
+        // Five segments of one window lost together are one episode; a sixth lost far later is
+        // a second (Linux's TCPSackRecovery counts the same way).
+        let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Cubic, 1), App::Backlogged);
+        let mut rx = TcpReceiver::new(RECEIVER, 0, None);
+        let mut dropped = std::collections::HashSet::new();
+        run_path(&mut tx, &mut rx, 100e6, 20_000_000, 1_500_000_000, |_, event| match event {
+            Event::Send(p) => {
+                let lose = matches!(p.seq, 100..=104 | 3_000) && dropped.insert(p.seq);
+                !lose
+            }
+            _ => true,
+        });
+        assert_eq!(dropped.len(), 6, "the path reached segment 3000");
+        assert_eq!((tx.stats.recoveries, tx.stats.timeouts), (2, 0));
+        assert!(tx.stats.retransmits >= 6);
     }
 
     #[test]
