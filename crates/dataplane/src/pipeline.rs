@@ -264,21 +264,27 @@ impl Pipeline {
             self.aggs.get_mut(&key).unwrap().driver.wake(now, &mut self.decided);
             self.release(now);
         }
-        for line in &mut self.lines {
-            for dir in [Dir::Forward, Dir::Reverse] {
-                let frames = &mut line.frames[dir as usize];
-                while frames.front().is_some_and(|(due, _)| *due <= now) {
-                    let (due, frame) = frames.pop_front().unwrap();
-                    let late_us = (now - due).0 / 1_000;
-                    self.stats.late_frames[0] += (late_us > 250) as u64;
-                    self.stats.late_frames[1] += (late_us > 1_000) as u64;
-                    self.stats.max_late_us = self.stats.max_late_us.max(late_us);
-                    self.delayed_bytes -= frame.len() as u64;
-                    self.stats.sent[dir as usize] += 1;
-                    send(dir, &frame);
-                }
-            }
+        // Oldest due first across the lines: a wake-up that finds frames of several delays due
+        // must not always queue the shortest delay's first, or when the queue behind has room for
+        // one of them the longer-RTT flows lose every time.
+        while let Some((l, dir)) = self.earliest_due(now) {
+            let (due, frame) = self.lines[l].frames[dir as usize].pop_front().unwrap();
+            let late_us = (now - due).0 / 1_000;
+            self.stats.late_frames[0] += (late_us > 250) as u64;
+            self.stats.late_frames[1] += (late_us > 1_000) as u64;
+            self.stats.max_late_us = self.stats.max_late_us.max(late_us);
+            self.delayed_bytes -= frame.len() as u64;
+            self.stats.sent[dir as usize] += 1;
+            send(dir, &frame);
         }
+    }
+
+    /// The line and direction whose first frame fell due earliest, if one has by `now`.
+    fn earliest_due(&self, now: Instant) -> Option<(usize, Dir)> {
+        let fronts = self.lines.iter().enumerate().flat_map(|(l, line)| {
+            [Dir::Forward, Dir::Reverse].into_iter().filter_map(move |dir| line.frames[dir as usize].front().map(|(due, _)| (*due, l, dir)))
+        });
+        fronts.filter(|(due, _, _)| *due <= now).min_by_key(|(due, _, _)| *due).map(|(_, l, dir)| (l, dir))
     }
 
     /// The next time `poll` has something to do, if anything is pending.
@@ -401,6 +407,25 @@ mod tests {
         assert_eq!(out, expect);
         assert_eq!(p.lines.len(), 2, "hosts with the default delay share its line");
         assert_eq!(p.delayed_bytes, 0);
+    }
+
+    /// A late wake-up that finds frames of several delay lines due sends them in the order they
+    /// fell due, whichever line holds them (line order would always queue the near host's first).
+    #[test]
+    fn a_late_poll_sends_frames_in_due_order_across_lines() {
+        let (far, near, rcv): (IpAddr, IpAddr, IpAddr) = ("10.0.0.3".parse().unwrap(), "10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let cfg = PipelineConfig { delay: Duration::from_millis(5), host_delays: vec![(far, Duration::from_millis(40))], ..Default::default() };
+        let mut p = Pipeline::new(cfg).unwrap();
+        let mk = |src, dst| build_frame(src, dst, 1, 9, IPPROTO_UDP, 0, 100);
+        let ms = |m: u64| Instant(m * 1_000_000);
+        p.on_frame(ms(0), Dir::Forward, mk(far, rcv)); // due at 40
+        p.on_frame(ms(36), Dir::Forward, mk(near, rcv)); // due at 41
+        p.on_frame(ms(34), Dir::Reverse, mk(rcv, near)); // due at 39
+        let mut out = Vec::new();
+        p.poll(ms(45), |d, f| out.push((d, crate::packet::endpoints(f).unwrap())));
+        assert_eq!(out, [(Dir::Reverse, (rcv, near)), (Dir::Forward, (far, rcv)), (Dir::Forward, (near, rcv))]);
+        assert_eq!(p.stats.late_frames, [3, 3]);
+        assert_eq!(p.stats.max_late_us, 6_000);
     }
 
     #[test]
