@@ -4,3 +4,4 @@
 
 pub mod receiver;
 pub mod sender;
+pub mod timer_wheel;

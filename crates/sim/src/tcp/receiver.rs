@@ -188,7 +188,7 @@ impl TcpReceiver {
         }
         if self.ooo_count == 0 {
             if self.delack_deadline.is_none() {
-                self.arm(ctx, now + DELACK_NS, false);
+                self.arm(ctx, super::timer_wheel::expiry(now, DELACK_NS), false);
             }
             return;
         }

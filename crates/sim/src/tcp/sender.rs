@@ -15,6 +15,7 @@ use crate::app::App;
 use crate::cc::{CaState, Cc, Conn, RateSample};
 use crate::ctx::Ctx;
 use crate::engine::{ComponentId, Wakeup};
+use super::timer_wheel;
 use crate::packet::{Kind, Pkt, Sacks, HEADER, MSS, SACK_BLOCKS, SYN_LEN};
 use std::collections::VecDeque;
 
@@ -277,7 +278,7 @@ impl TcpSender {
     /// RTT sample, TCP_TIMEOUT_INIT).
     fn send_syn(&mut self, ctx: &mut Ctx, now: u64) {
         self.syn_sent_ns = now;
-        self.rto_deadline = Some(now + self.rto_ns);
+        self.rto_deadline = Some(timer_wheel::expiry(now, self.rto_ns));
         ctx.send(Pkt { flow: self.flow, kind: Kind::Syn, len: SYN_LEN, ..Pkt::default() });
     }
 
@@ -345,9 +346,14 @@ impl TcpSender {
         };
         self.tlp_high_seq = Some(self.conn.snd_nxt);
         self.stats.loss_probes += 1;
-        self.rto_deadline = Some(now + (self.rto_ns << self.backoff.min(16)).min(RTO_MAX_NS));
+        self.rto_deadline = Some(self.backed_off_rto(now));
         self.emit(ctx, seq, now);
         self.pace(self.seg_len(seq) - HEADER, now);
+    }
+
+    /// The retransmission timer's time, armed now with the current backoff.
+    fn backed_off_rto(&self, now: u64) -> u64 {
+        timer_wheel::expiry(now, (self.rto_ns << self.backoff.min(16)).min(RTO_MAX_NS))
     }
 
     fn on_rto(&mut self, now: u64) {
@@ -383,7 +389,7 @@ impl TcpSender {
         self.refresh_conn(now);
         self.cc.set_state(&self.conn, CaState::Loss);
         self.backoff += 1;
-        self.rto_deadline = Some(now + (self.rto_ns << self.backoff.min(16)).min(RTO_MAX_NS));
+        self.rto_deadline = Some(self.backed_off_rto(now));
     }
 
     /// `tcp_enter_loss` reduces ssthresh only if it has not been reduced in this window: from
@@ -536,7 +542,7 @@ impl TcpSender {
         // tcp_set_xmit_timer runs only when snd_una advances (FLAG_SET_XMIT_TIMER); a SACK
         // with an RTT sample leaves the RTO where it is.
         if una_advanced {
-            self.rto_deadline = (self.packets_out() > 0).then(|| now + self.rto_ns);
+            self.rto_deadline = (self.packets_out() > 0).then(|| timer_wheel::expiry(now, self.rto_ns));
         }
         rs.rtt_ns = rtt;
         if self.tlp_high_seq.is_some_and(|h| self.conn.snd_una >= h) {
@@ -643,7 +649,8 @@ impl TcpSender {
             }
         }
         self.conn.lost += newly;
-        self.reo_deadline = next_timeout;
+        // tcp_rack_mark_lost arms the reorder timer for the time left plus TCP_TIMEOUT_MIN (2 jiffies).
+        self.reo_deadline = next_timeout.map(|d| timer_wheel::expiry(now, d - now + 2 * timer_wheel::JIFFY_NS));
         (newly, lost_retrans)
     }
 
@@ -716,7 +723,7 @@ impl TcpSender {
                         // tcp_xmit_retransmit_queue: retransmitting the head restarts the RTO
                         // (backed off) unless the RACK reorder timer holds the one timer.
                         if seq == self.conn.snd_una && self.reo_deadline.is_none() {
-                            self.rto_deadline = Some(now + (self.rto_ns << self.backoff.min(16)).min(RTO_MAX_NS));
+                            self.rto_deadline = Some(self.backed_off_rto(now));
                         }
                         payload += self.send_segment(ctx, seq, now);
                     }
@@ -836,7 +843,7 @@ impl TcpSender {
         self.last_send_ns = now;
         self.stats.segments_sent += 1;
         if self.rto_deadline.is_none() {
-            self.rto_deadline = Some(now + (self.rto_ns << self.backoff.min(16)).min(RTO_MAX_NS));
+            self.rto_deadline = Some(self.backed_off_rto(now));
         }
         ctx.send(Pkt { flow: self.flow, kind: Kind::Data, seq, len, ..Pkt::default() });
     }
@@ -852,7 +859,7 @@ impl TcpSender {
             return;
         }
         let pto = 2 * self.srtt_ns + if self.packets_out() == 1 { RTO_MIN_NS } else { TIMEOUT_MIN_NS };
-        let at = now + pto;
+        let at = timer_wheel::expiry(now, pto);
         self.tlp_deadline = Some(self.rto_deadline.map_or(at, |rto| at.min(rto)));
     }
 
@@ -1242,7 +1249,7 @@ mod tests {
                     dropped |= lost;
                     if p.seq == tx.conn.snd_una && tx.segs[0].retrans && tx.reo_deadline.is_none() {
                         head_retx += 1;
-                        assert_eq!(tx.rto_deadline, Some(tx.last_send_ns + (tx.rto_ns << tx.backoff)), "RTO from the head's retransmission");
+                        assert_eq!(tx.rto_deadline, Some(timer_wheel::expiry(tx.last_send_ns, tx.rto_ns << tx.backoff)), "RTO from the head's retransmission");
                     }
                     return !lost;
                 }
@@ -1367,14 +1374,17 @@ mod tests {
 
     #[test]
     fn lost_syns_are_sent_again_after_one_second_linearly_four_times_then_backed_off() {
-        // tcp_retransmit_timer in SYN_SENT with tcp_syn_linear_timeouts = 4: SYNs at 0, 1, 2, 3,
-        // 4 and 5 s, the next 2 s later; no data before the SYN-ACK.
+        // tcp_retransmit_timer in SYN_SENT with tcp_syn_linear_timeouts = 4: five SYNs 1 s apart,
+        // the next 2 s later; no data before the SYN-ACK. The 1 s (250 jiffies) lands in the
+        // wheel's 32 ms buckets, so each fires 1.024 s after the last and the 2 s one 2.016 s
+        // after: a capture of Linux 6.18's SYNs to a silent host had them 1.004, 1.024 (four
+        // times) and 2.016 s apart.
         let mut ctx = Ctx::default();
         let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Cubic, 1), App::Backlogged);
         tx.schedule_start(&mut ctx, 0);
-        let s = 1_000_000_000;
-        let sent = sender_until(&mut tx, &mut ctx, 7 * s + 40_000_000);
-        assert_eq!(sent, [0, s, 2 * s, 3 * s, 4 * s, 5 * s, 7 * s].map(|t| (t, Kind::Syn)));
+        let ms = 1_000_000;
+        let sent = sender_until(&mut tx, &mut ctx, 7_136 * ms + 40 * ms);
+        assert_eq!(sent, [0, 1_024, 2_048, 3_072, 4_096, 5_120, 7_136].map(|t| (t * ms, Kind::Syn)));
         assert_eq!((tx.stats.timeouts, tx.stats.retransmits, tx.stats.segments_sent), (6, 6, 0));
         // The SYN-ACK of the last SYN, 40 ms later: its RTT seeds srtt and the RTO, and after
         // more than one retransmitted SYN the window starts at one segment (tcp_init_transfer).
