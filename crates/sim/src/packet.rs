@@ -92,6 +92,8 @@ pub struct Pkt {
     pub sack: Sacks,
     /// When it entered a queueing enforcer (for its sojourn time).
     pub enq_ns: u64,
+    /// TCP timestamps (RFC 7323, Linux's millisecond clock): a segment's TSval, an ACK's TSecr.
+    pub ts_ms: u32,
 }
 
 // Every hop copies a packet and the pool's cache footprint sets the 1000-flow scenario's speed.

@@ -68,6 +68,8 @@ pub struct FlowCounts {
     pub retransmits: u64,
     pub timeouts: u64,
     pub recoveries: u64,
+    /// Tail loss probes sent (Linux's TCPLossProbes).
+    pub loss_probes: u64,
     /// At the flow's own aggregate's enforcer, after the warm-up: packets that reached it and
     /// packets it dropped.
     pub enforcer_arrivals: u64,

@@ -14,6 +14,9 @@ pub struct TcpReceiver {
     pub id: ComponentId,
     pub flow: u32,
     rcv_nxt: u32,
+    /// rcv_nxt when the last ACK left, and the TSval that ACKs echo.
+    rcv_wup: u32,
+    ts_recent: u32,
     ooo: VecDeque<bool>,
     ooo_count: u32,
     /// In-order segments since the last ACK (`rcv_nxt - rcv_wup` in segments).
@@ -68,6 +71,8 @@ impl TcpReceiver {
             id,
             flow,
             rcv_nxt: 0,
+            rcv_wup: 0,
+            ts_recent: 0,
             ooo: VecDeque::new(),
             ooo_count: 0,
             unacked: 0,
@@ -104,6 +109,12 @@ impl TcpReceiver {
             self.handshake_rtt(ctx.ev.now() - t);
         }
         if p.kind == Kind::Data {
+            // tcp_replace_ts_recent: the TSval to echo comes from a segment at or left of the
+            // window's edge at the last ACK sent (a hole-filling retransmission, not the
+            // out-of-order data behind it), never an older one (PAWS).
+            if p.seq <= self.rcv_wup && p.ts_ms >= self.ts_recent {
+                self.ts_recent = p.ts_ms;
+            }
             self.on_data(ctx, p.seq, p.len - HEADER);
         }
     }
@@ -256,7 +267,8 @@ impl TcpReceiver {
         self.comp_deadline = None;
         self.compressed = 0;
         let sack = std::mem::take(&mut self.news);
-        ctx.send(Pkt { flow: self.flow, kind: Kind::Ack, ack: self.rcv_nxt, sack, len: HEADER, ..Pkt::default() });
+        self.rcv_wup = self.rcv_nxt;
+        ctx.send(Pkt { flow: self.flow, kind: Kind::Ack, ack: self.rcv_nxt, sack, len: HEADER, ts_ms: self.ts_recent, ..Pkt::default() });
     }
 }
 
@@ -307,6 +319,25 @@ mod tests {
         let mut v: Vec<u32> = p.sack.runs().flatten().collect();
         v.sort_unstable();
         v
+    }
+
+    #[test]
+    fn acks_echo_the_timestamp_of_the_segment_at_the_window_edge() {
+        // In order: each ACK echoes the segment it acknowledges. Out of order behind a hole: the
+        // dupack still echoes the last in-order segment. The retransmission filling the hole
+        // (sent later) is echoed, not the out-of-order data it releases: the sender's RTT sample
+        // for an ACK of retransmitted data then measures the retransmission's round trip.
+        let mut ctx = Ctx::default();
+        let mut rx = TcpReceiver::new(0, 0, None);
+        let mut on = |seq: u32, ts_ms: u32| {
+            rx.on_packet(&mut ctx, &Pkt { kind: Kind::Data, seq, len: HEADER + MSS, ts_ms, ..Pkt::default() });
+            take_acks(&mut ctx).into_iter().map(|a| (a.ack, a.ts_ms)).collect::<Vec<_>>()
+        };
+        assert_eq!(on(0, 5), [(1, 5)], "quick-ack mode: every segment acknowledged at once");
+        assert_eq!(on(2, 7), [(1, 5)], "a dupack echoes the in-order segment's TSval");
+        assert_eq!(on(3, 8), [(1, 5)]);
+        assert_eq!(on(1, 30), [(4, 30)], "the hole-filling retransmission's TSval");
+        assert_eq!(on(1, 9), [(4, 30)], "an older TSval never replaces a newer one (PAWS)");
     }
 
     #[test]

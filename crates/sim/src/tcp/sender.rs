@@ -20,6 +20,11 @@ use crate::packet::{Kind, Pkt, Sacks, HEADER, MSS, SACK_BLOCKS, SYN_LEN};
 use std::collections::VecDeque;
 
 pub const INIT_CWND: u32 = 10;
+
+/// The TSval clock: milliseconds, never 0 (a TSecr of 0 means no timestamp).
+fn ts_clock_ms(now_ns: u64) -> u32 {
+    (now_ns / 1_000_000) as u32 + 1
+}
 const RTO_MIN_NS: u64 = 200_000_000;
 const RTO_INIT_NS: u64 = 1_000_000_000;
 const RTO_MAX_NS: u64 = 120_000_000_000;
@@ -325,7 +330,7 @@ impl TcpSender {
     pub fn on_packet(&mut self, ctx: &mut Ctx, p: &Pkt) {
         match p.kind {
             Kind::SynAck => self.on_synack(ctx),
-            _ => self.on_ack(ctx, p.ack, p.sack),
+            _ => self.on_ack(ctx, p.ack, p.sack, p.ts_ms),
         }
     }
 
@@ -472,7 +477,7 @@ impl TcpSender {
         rs.acked_sacked += 1;
     }
 
-    fn on_ack(&mut self, ctx: &mut Ctx, ack: u32, sack: Sacks) {
+    fn on_ack(&mut self, ctx: &mut Ctx, ack: u32, sack: Sacks, tsecr_ms: u32) {
         let now = ctx.ev.now();
         let prior_in_flight = self.in_flight();
         let prior_lost = self.conn.lost;
@@ -535,7 +540,11 @@ impl TcpSender {
                 self.on_delivered(seq, s, now, &mut rs, &mut newest);
             }
         }
-        let rtt = rtt_sample.or(sack_rtt);
+        // tcp_ack_update_rtt: when Karn's rule leaves no sample (only retransmitted data was
+        // acknowledged, as when a retransmission fills the hole), an ACK of new data still gives
+        // one from the timestamp it echoes, in whole milliseconds (at least 1).
+        let ts_rtt = (una_advanced && tsecr_ms != 0).then(|| u64::from(ts_clock_ms(now).wrapping_sub(tsecr_ms).max(1)) * 1_000_000);
+        let rtt = rtt_sample.or(sack_rtt).or(ts_rtt);
         if let Some(r) = rtt {
             self.update_rtt(r);
         }
@@ -845,7 +854,7 @@ impl TcpSender {
         if self.rto_deadline.is_none() {
             self.rto_deadline = Some(self.backed_off_rto(now));
         }
-        ctx.send(Pkt { flow: self.flow, kind: Kind::Data, seq, len, ..Pkt::default() });
+        ctx.send(Pkt { flow: self.flow, kind: Kind::Data, seq, len, ts_ms: ts_clock_ms(now), ..Pkt::default() });
     }
 
     /// tcp_schedule_loss_probe (Linux 6.x): only in Open state, with an RTT estimate, one probe

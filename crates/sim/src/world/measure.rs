@@ -56,15 +56,16 @@ impl World {
             .iter()
             .enumerate()
             .map(|(id, m)| {
-                let (bytes, fct, retx, rto, recoveries) = match (&self.comps[m.receiver as usize], &self.comps[m.sender as usize]) {
+                let (bytes, fct, retx, rto, recoveries, loss_probes) = match (&self.comps[m.receiver as usize], &self.comps[m.sender as usize]) {
                     (Comp::Receiver(rx), Comp::Sender(tx)) => (
                         rx.delivered_bytes,
                         rx.completed_ns.map(|t| (t - m.start_ns) as f64 * 1e-9),
                         tx.stats.retransmits,
                         tx.stats.timeouts,
                         tx.stats.recoveries,
+                        tx.stats.loss_probes,
                     ),
-                    (Comp::Sink { bytes, .. }, _) => (*bytes, None, 0, 0, 0),
+                    (Comp::Sink { bytes, .. }, _) => (*bytes, None, 0, 0, 0, 0),
                     _ => unreachable!(),
                 };
                 let active_end = fct.map_or(sim_end.min(m.stop_ns), |f| m.start_ns + (f * 1e9) as u64);
@@ -82,6 +83,7 @@ impl World {
                         retransmits: retx,
                         timeouts: rto,
                         recoveries,
+                        loss_probes,
                         enforcer_arrivals: self.ctx.enf.flows[id].arrivals,
                         enforcer_drops: self.ctx.enf.flows[id].drops,
                         queue_delay_mean_ms: self.ctx.enf.flows[id].delay.mean_ms(),
