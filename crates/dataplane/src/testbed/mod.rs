@@ -180,7 +180,7 @@ pub fn run(plan: &Plan, out: &Path, progress: impl Fn(&str)) -> Result<Summary, 
             let (f, name, stop, seed, rec) = (f.clone(), snd.name.clone(), stop.clone(), s.seed, rec.clone());
             std::thread::spawn(move || -> Result<_, TestbedError> {
                 enter(&name)?;
-                Ok(traffic::send(&f, sender_addr(f.rtt_class), receiver_addr(f.aggregate), t0, end, seed, &rec, &stop)?)
+                Ok(traffic::send(&f, sender_addr(f.rtt_class), receiver_addr(f.aggregate), end, seed, &rec, &stop)?)
             })
         })
         .collect();

@@ -223,12 +223,12 @@ fn sleep_until(t: Instant, stop: &AtomicBool) -> bool {
 }
 
 /// Runs one flow from `src` (its RTT class's address) in the sender namespace until its work is
-/// done, `end`, or `stop`; a TCP flow that connected returns its socket's TCP_INFO.
+/// done, `end`, or `stop`, starting at its offset from `rec.t0`; a TCP flow that connected returns
+/// its socket's TCP_INFO.
 pub fn send(
     flow: &Flow,
     src: Ipv4Addr,
     dst: Ipv4Addr,
-    t0: Instant,
     end: Instant,
     seed: u64,
     rec: &Recorder,
@@ -236,7 +236,7 @@ pub fn send(
 ) -> Result<Option<FlowTcpInfo>, SendError> {
     let io = |what: &'static str| move |source| SendError::Io { flow: flow.id, what, source };
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (flow.id as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    if !sleep_until(t0 + start_delay(flow, &mut rng), stop) {
+    if !sleep_until(rec.t0 + start_delay(flow, &mut rng), stop) {
         return Ok(None);
     }
     if let AppConfig::Cbr { rate, packet } = &flow.app {
