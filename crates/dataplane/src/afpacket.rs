@@ -89,8 +89,9 @@ impl PacketSocket {
         self.fd.as_raw_fd()
     }
 
-    /// Hands every frame waiting in the ring to `f` (at most `budget`), returning how many.
-    pub fn recv_batch(&mut self, budget: usize, mut f: impl FnMut(&[u8])) -> usize {
+    /// Hands every frame waiting in the ring to `f` with the time the kernel received it
+    /// (CLOCK_REALTIME, ns), at most `budget`, returning how many.
+    pub fn recv_batch(&mut self, budget: usize, mut f: impl FnMut(&[u8], u64)) -> usize {
         let mut n = 0;
         while n < budget {
             let frame = unsafe { self.ring.add(self.next as usize * FRAME_SIZE as usize) };
@@ -101,7 +102,8 @@ impl PacketSocket {
             }
             std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
             let (mac, snap) = unsafe { ((*hdr).tp_mac as usize, (*hdr).tp_snaplen as usize) };
-            f(unsafe { std::slice::from_raw_parts(frame.add(mac), snap) });
+            let received = unsafe { (*hdr).tp_sec as u64 * 1_000_000_000 + (*hdr).tp_nsec as u64 };
+            f(unsafe { std::slice::from_raw_parts(frame.add(mac), snap) }, received);
             std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
             unsafe { std::ptr::write_volatile(&mut (*hdr).tp_status, libc::TP_STATUS_KERNEL) };
             self.next = (self.next + 1) % self.frames;

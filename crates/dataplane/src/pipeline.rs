@@ -89,6 +89,11 @@ pub struct PipelineStats {
     /// burst, which a small queue behind the middlebox would drop and the emulated path never had.
     pub late_frames: [u64; 2],
     pub max_late_us: u64,
+    /// Frames read from the receive rings more than 250 µs and 1 ms after the kernel received
+    /// them, and the worst wait (µs): the delay lines count from reception, so these measure the
+    /// middlebox's stalls, not bursts it made.
+    pub late_reads: [u64; 2],
+    pub max_read_lag_us: u64,
 }
 
 struct Agg {
@@ -138,6 +143,9 @@ pub struct Pipeline {
     line_of: HashMap<IpAddr, usize>,
     delayed_bytes: u64,
     decided: Vec<Decision>,
+    /// The latest time the pipeline was given: a frame stamped before it (received before the
+    /// last poll, read after it) is taken at it, so the enforcers never see time go back.
+    latest: Instant,
     pub stats: PipelineStats,
 }
 
@@ -170,6 +178,7 @@ impl Pipeline {
             lines,
             line_of,
             delayed_bytes: 0,
+            latest: Instant(0),
             decided: Vec::new(),
             stats: PipelineStats::default(),
         })
@@ -197,8 +206,17 @@ impl Pipeline {
         line.frames[dir as usize].push_back((now + line.delay, frame));
     }
 
+    pub fn note_read_lag(&mut self, waited_ns: u64) {
+        let us = waited_ns / 1_000;
+        self.stats.late_reads[0] += (us > 250) as u64;
+        self.stats.late_reads[1] += (us > 1_000) as u64;
+        self.stats.max_read_lag_us = self.stats.max_read_lag_us.max(us);
+    }
+
     /// A frame arrived at `now` travelling in `dir`.
     pub fn on_frame(&mut self, now: Instant, dir: Dir, frame: Vec<u8>) {
+        let now = now.max(self.latest);
+        self.latest = now;
         self.stats.received[dir as usize] += 1;
         if dir == Dir::Reverse {
             return self.delay(now, dir, frame);
@@ -258,6 +276,7 @@ impl Pipeline {
 
     /// Moves whatever is due at `now` out: calls `send(dir, frame)` for each frame to transmit.
     pub fn poll(&mut self, now: Instant, mut send: impl FnMut(Dir, &[u8])) {
+        self.latest = self.latest.max(now);
         let due: Vec<AggKey> =
             self.aggs.iter().filter(|(_, a)| a.driver.next_wakeup().is_some_and(|t| t <= now)).map(|(k, _)| *k).collect();
         for key in due {
@@ -419,8 +438,8 @@ mod tests {
         let mk = |src, dst| build_frame(src, dst, 1, 9, IPPROTO_UDP, 0, 100);
         let ms = |m: u64| Instant(m * 1_000_000);
         p.on_frame(ms(0), Dir::Forward, mk(far, rcv)); // due at 40
-        p.on_frame(ms(36), Dir::Forward, mk(near, rcv)); // due at 41
         p.on_frame(ms(34), Dir::Reverse, mk(rcv, near)); // due at 39
+        p.on_frame(ms(36), Dir::Forward, mk(near, rcv)); // due at 41
         let mut out = Vec::new();
         p.poll(ms(45), |d, f| out.push((d, crate::packet::endpoints(f).unwrap())));
         assert_eq!(out, [(Dir::Reverse, (rcv, near)), (Dir::Forward, (far, rcv)), (Dir::Forward, (near, rcv))]);

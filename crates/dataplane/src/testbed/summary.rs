@@ -128,6 +128,8 @@ pub fn build(
             middlebox_overflow_drops: mb.stats.overflow_drops,
             middlebox_late_frames: mb.stats.late_frames,
             middlebox_max_late_us: mb.stats.max_late_us,
+            middlebox_late_reads: mb.stats.late_reads,
+            middlebox_max_read_lag_us: mb.stats.max_read_lag_us,
             sender_tcp,
             flow_tcp,
         }),

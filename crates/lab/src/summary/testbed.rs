@@ -17,6 +17,9 @@ pub struct TestbedSection {
     /// Delay-line releases more than 250 µs and 1 ms late, and the worst (µs).
     pub middlebox_late_frames: [u64; 2],
     pub middlebox_max_late_us: u64,
+    /// Frames read over 250 µs and 1 ms after the kernel received them, and the worst (µs).
+    pub middlebox_late_reads: [u64; 2],
+    pub middlebox_max_read_lag_us: u64,
     /// The sender namespace's TCP counters over the run (`table.counter`: Linux counts per
     /// namespace, so these are summed over its flows).
     pub sender_tcp: BTreeMap<String, u64>,
