@@ -25,7 +25,7 @@ fn the_reference_scenario_is_valid() {
 
 #[test]
 fn errors_name_file_and_field() {
-    let cases: [(&str, &str, &str); 11] = [
+    let cases: [(&str, &str, &str); 12] = [
         ("zero rate", &GOOD.replace("rate = \"10mbit\"", "rate = \"0mbit\""), "enforcer.rate"),
         ("zero aggregate rate", &GOOD.replace("[[aggregates]]", "[[aggregates]]\nrate = 0"), "aggregates.rate"),
         ("negative delay", &GOOD.replace("rtt = \"10ms\"", "rtt = \"-10ms\""), "aggregates.flows.rtt"),
@@ -36,6 +36,7 @@ fn errors_name_file_and_field() {
         ("loss of 1", &GOOD.replace("[[aggregates]]", "[[aggregates]]\nloss = 1.0"), "aggregates[0].loss"),
         ("start after the end", &GOOD.replace("rtt = \"10ms\"", "rtt = \"10ms\", start = \"2s\""), "aggregates[0].flows[0].start"),
         ("stop before start", &GOOD.replace("rtt = \"10ms\"", "rtt = \"10ms\", start = \"0.5s\", stop = \"0.5s\""), "aggregates[0].flows[0].stop"),
+        ("kernel HZ Linux does not offer", &GOOD.replace("rtt = \"10ms\"", "rtt = \"10ms\", kernel_hz = 200"), "aggregates[0].flows[0].kernel_hz"),
         (
             "class fraction above 1",
             &GOOD.replace("cc = \"bbr\", rtt = \"10ms\"", "rtt = \"10ms\", app = { kind = \"lognormal\", rate = \"1mbit\", class_fraction = 1.5 }"),

@@ -93,6 +93,9 @@ pub fn plan(resolved: Resolved, file: &str) -> Result<Plan, ScenarioError> {
             if let Some((k, _, m)) = unsupported.into_iter().find(|(_, set, _)| *set) {
                 return Err(err(field(k), m));
             }
+            if let Some(hz) = host_hz().filter(|&hz| hz != f.kernel_hz) {
+                return Err(err(field("kernel_hz"), &format!("the testbed's flows run on this machine's kernel, CONFIG_HZ={hz}")));
+            }
         }
     }
     let aggregates = &resolved.aggregates;
@@ -152,6 +155,17 @@ fn check_app(app: &AppConfig) -> Result<(), (&'static str, &'static str)> {
     }
 }
 
+
+/// This kernel's CONFIG_HZ, from its config (/proc/config.gz or /boot/config-RELEASE) when one is there.
+fn host_hz() -> Option<u32> {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+    let out = std::process::Command::new("sh")
+        .args(["-c", &format!("zcat /proc/config.gz 2>/dev/null || cat /boot/config-{} 2>/dev/null", release.trim())])
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout).lines().find_map(|l| l.strip_prefix("CONFIG_HZ=")?.parse().ok())
+}
+
 #[cfg(test)]
 pub(super) mod tests {
     use ratekit_lab::scenario::Resolved;
@@ -171,6 +185,19 @@ pub(super) mod tests {
         assert_eq!(plan.rtts.iter().map(|&d| ms(d)).collect::<Vec<_>>(), [10, 40]);
         let got: Vec<_> = plan.flows.iter().map(|f| (ms(f.rtt), f.rtt_class)).collect();
         assert_eq!(got, [(40, 1), (10, 0), (40, 1), (10, 0), (10, 0)]);
+    }
+
+    /// A flow that asks for another kernel's timer ticks than this machine's is refused by name;
+    /// this machine's is accepted (on a machine whose kernel config is unreadable, both are).
+    #[test]
+    fn kernel_hz_must_be_the_machines() {
+        let Some(hz) = super::host_hz() else { return };
+        let other = if hz == 1000 { 250 } else { 1000 };
+        assert!(super::plan(resolve(&format!(r#"{{ cc = "cubic", rtt = "10ms", kernel_hz = {hz} }}"#)), "t.toml").is_ok());
+        let Err(e) = super::plan(resolve(&format!(r#"{{ cc = "cubic", rtt = "10ms", kernel_hz = {other} }}"#)), "t.toml") else {
+            panic!("kernel_hz = {other} accepted on a CONFIG_HZ={hz} machine")
+        };
+        assert!(e.to_string().contains("kernel_hz") && e.to_string().contains(&format!("CONFIG_HZ={hz}")), "{e}");
     }
 
     /// The testbed's own scenarios are ones it can run.

@@ -140,6 +140,10 @@ pub struct LinkConfig {
     pub buffer: Bytes,
 }
 
+fn default_kernel_hz() -> u32 {
+    250
+}
+
 fn one() -> u32 {
     1
 }
@@ -176,6 +180,11 @@ pub struct FlowConfig {
     /// Linux fq-style pacing for TCP (BBR always paces); ignored by UDP sources.
     #[serde(default)]
     pub pacing: bool,
+    /// CONFIG_HZ of the hosts' kernels: TCP's retransmission, loss-probe and delayed-ACK timers
+    /// fire on its ticks (250: Ubuntu's generic kernels and the testbed's; RHEL's are 1000).
+    /// The testbed's flows run on the machine's own kernel whatever this says.
+    #[serde(default = "default_kernel_hz")]
+    pub kernel_hz: u32,
     /// The customer the enforcers see (`Packet::aggregate`, CPQ's classifier key), so that
     /// several customers share one aggregate's queue. Default: the flow's aggregate id.
     #[serde(default)]
@@ -216,6 +225,7 @@ pub struct ResolvedFlow {
     pub class: u16,
     pub stop: Option<Duration>,
     pub pacing: bool,
+    pub kernel_hz: u32,
     pub customer: Option<u32>,
     /// Resolved aggregate ids of `via`.
     pub via: Vec<u32>,
@@ -343,6 +353,9 @@ fn resolve(sc: Scenario, file: &str) -> Result<Resolved, ScenarioError> {
                 if fc.stop.is_some_and(|s| s.0 <= fc.start.0 + fc.start_jitter.0) {
                     return Err(err(ff("stop"), "must be later than start + start_jitter".into()));
                 }
+                if ![100, 250, 300, 1000].contains(&fc.kernel_hz) {
+                    return Err(err(ff("kernel_hz"), format!("{} is not a CONFIG_HZ Linux offers (100, 250, 300 or 1000)", fc.kernel_hz)));
+                }
                 let mut via = Vec::new();
                 for n in &fc.via {
                     let &(id, count) =
@@ -377,6 +390,7 @@ fn resolve(sc: Scenario, file: &str) -> Result<Resolved, ScenarioError> {
                         class: fc.class,
                         stop: fc.stop,
                         pacing: fc.pacing,
+                        kernel_hz: fc.kernel_hz,
                         customer: fc.customer,
                         via: via.clone(),
                     });

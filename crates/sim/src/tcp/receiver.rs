@@ -1,5 +1,6 @@
 //! The receiving end of a TCP flow, as Linux acknowledges (net/ipv4/tcp_input.c).
 
+use super::timer_wheel::TimerWheel;
 use crate::ctx::Ctx;
 use crate::engine::{ComponentId, Wakeup};
 use crate::packet::{Kind, Pkt, Sacks, HEADER, MSS, SYN_LEN};
@@ -16,6 +17,8 @@ pub struct TcpReceiver {
     rcv_nxt: u32,
     /// rcv_nxt when the last ACK left, and the TSval that ACKs echo.
     rcv_wup: u32,
+    /// The receiving host kernel's timer ticks (the delayed ACK).
+    wheel: TimerWheel,
     ts_recent: u32,
     ooo: VecDeque<bool>,
     ooo_count: u32,
@@ -72,6 +75,7 @@ impl TcpReceiver {
             flow,
             rcv_nxt: 0,
             rcv_wup: 0,
+            wheel: TimerWheel::default(),
             ts_recent: 0,
             ooo: VecDeque::new(),
             ooo_count: 0,
@@ -117,6 +121,10 @@ impl TcpReceiver {
             }
             self.on_data(ctx, p.seq, p.len - HEADER);
         }
+    }
+
+    pub fn set_kernel_hz(&mut self, hz: u32) {
+        self.wheel = TimerWheel::hz(hz);
     }
 
     /// The receiver's RTT from the handshake sets its RTO and the compressed-ACK delay, 5 % of
@@ -199,7 +207,7 @@ impl TcpReceiver {
         }
         if self.ooo_count == 0 {
             if self.delack_deadline.is_none() {
-                self.arm(ctx, super::timer_wheel::expiry(now, DELACK_NS), false);
+                self.arm(ctx, self.wheel.expiry(now, DELACK_NS), false);
             }
             return;
         }

@@ -15,7 +15,7 @@ use crate::app::App;
 use crate::cc::{CaState, Cc, Conn, RateSample};
 use crate::ctx::Ctx;
 use crate::engine::{ComponentId, Wakeup};
-use super::timer_wheel;
+use super::timer_wheel::TimerWheel;
 use crate::packet::{Kind, Pkt, Sacks, HEADER, MSS, SACK_BLOCKS, SYN_LEN};
 use std::collections::VecDeque;
 
@@ -94,6 +94,8 @@ pub struct TcpSender {
     prr_out: u32,
     // Pacing: BBR's own rate, or with `fq_pacing` Linux's tcp_update_pacing_rate.
     fq_pacing: bool,
+    /// The sending host kernel's timer ticks.
+    wheel: TimerWheel,
     fq_rate: Option<f64>,
     next_send_ns: u64,
     last_send_ns: u64,
@@ -156,6 +158,7 @@ impl TcpSender {
             prr_delivered: 0,
             prr_out: 0,
             fq_pacing: false,
+            wheel: TimerWheel::default(),
             fq_rate: None,
             next_send_ns: 0,
             last_send_ns: 0,
@@ -170,6 +173,10 @@ impl TcpSender {
 
     /// Paces a model that does not pace itself as Linux does under the fq qdisc: each segment
     /// leaves len/rate after the previous one. BBR paces itself and ignores this.
+    pub fn set_kernel_hz(&mut self, hz: u32) {
+        self.wheel = TimerWheel::hz(hz);
+    }
+
     pub fn set_pacing(&mut self, on: bool) {
         self.fq_pacing = on;
         self.conn.fq_paced = on;
@@ -283,7 +290,7 @@ impl TcpSender {
     /// RTT sample, TCP_TIMEOUT_INIT).
     fn send_syn(&mut self, ctx: &mut Ctx, now: u64) {
         self.syn_sent_ns = now;
-        self.rto_deadline = Some(timer_wheel::expiry(now, self.rto_ns));
+        self.rto_deadline = Some(self.wheel.expiry(now, self.rto_ns));
         ctx.send(Pkt { flow: self.flow, kind: Kind::Syn, len: SYN_LEN, ..Pkt::default() });
     }
 
@@ -358,7 +365,7 @@ impl TcpSender {
 
     /// The retransmission timer's time, armed now with the current backoff.
     fn backed_off_rto(&self, now: u64) -> u64 {
-        timer_wheel::expiry(now, (self.rto_ns << self.backoff.min(16)).min(RTO_MAX_NS))
+        self.wheel.expiry(now, (self.rto_ns << self.backoff.min(16)).min(RTO_MAX_NS))
     }
 
     fn on_rto(&mut self, now: u64) {
@@ -551,7 +558,7 @@ impl TcpSender {
         // tcp_set_xmit_timer runs only when snd_una advances (FLAG_SET_XMIT_TIMER); a SACK
         // with an RTT sample leaves the RTO where it is.
         if una_advanced {
-            self.rto_deadline = (self.packets_out() > 0).then(|| timer_wheel::expiry(now, self.rto_ns));
+            self.rto_deadline = (self.packets_out() > 0).then(|| self.wheel.expiry(now, self.rto_ns));
         }
         rs.rtt_ns = rtt;
         if self.tlp_high_seq.is_some_and(|h| self.conn.snd_una >= h) {
@@ -659,7 +666,7 @@ impl TcpSender {
         }
         self.conn.lost += newly;
         // tcp_rack_mark_lost arms the reorder timer for the time left plus TCP_TIMEOUT_MIN (2 jiffies).
-        self.reo_deadline = next_timeout.map(|d| timer_wheel::expiry(now, d - now + 2 * timer_wheel::JIFFY_NS));
+        self.reo_deadline = next_timeout.map(|d| self.wheel.expiry(now, d - now + 2 * self.wheel.jiffy_ns));
         (newly, lost_retrans)
     }
 
@@ -868,7 +875,7 @@ impl TcpSender {
             return;
         }
         let pto = 2 * self.srtt_ns + if self.packets_out() == 1 { RTO_MIN_NS } else { TIMEOUT_MIN_NS };
-        let at = timer_wheel::expiry(now, pto);
+        let at = self.wheel.expiry(now, pto);
         self.tlp_deadline = Some(self.rto_deadline.map_or(at, |rto| at.min(rto)));
     }
 
@@ -1258,7 +1265,7 @@ mod tests {
                     dropped |= lost;
                     if p.seq == tx.conn.snd_una && tx.segs[0].retrans && tx.reo_deadline.is_none() {
                         head_retx += 1;
-                        assert_eq!(tx.rto_deadline, Some(timer_wheel::expiry(tx.last_send_ns, tx.rto_ns << tx.backoff)), "RTO from the head's retransmission");
+                        assert_eq!(tx.rto_deadline, Some(tx.wheel.expiry(tx.last_send_ns, tx.rto_ns << tx.backoff)), "RTO from the head's retransmission");
                     }
                     return !lost;
                 }

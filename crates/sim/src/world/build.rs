@@ -100,8 +100,11 @@ impl World {
                     let cc = Cc::new(f.cc, mix(seed, 0xCC00_0000 + fid as u64));
                     let mut tx = TcpSender::new(sender, fid, cc, app);
                     tx.set_pacing(f.pacing);
+                    tx.set_kernel_hz(f.kernel_hz);
+                    let mut rx = TcpReceiver::new(receiver, fid, finite);
+                    rx.set_kernel_hz(f.kernel_hz);
                     comps.push(Comp::Sender(Box::new(tx)));
-                    comps.push(Comp::Receiver(Box::new(TcpReceiver::new(receiver, fid, finite))));
+                    comps.push(Comp::Receiver(Box::new(rx)));
                 }
                 let mut data_route = vec![nic, enf_id, link_id];
                 data_route.extend(secondary);
