@@ -61,8 +61,10 @@ const DATA_SEGS_OUT: usize = 156;
 const BUSY_TIME_US: usize = 168;
 const RWND_LIMITED_US: usize = 176;
 const SNDBUF_LIMITED_US: usize = 184;
+const DSACK_DUPS: usize = 216;
+const REORD_SEEN: usize = 220;
 
-/// The socket's TCP_INFO, refused when the kernel's struct ends before tcpi_sndbuf_limited (4.10).
+/// The socket's TCP_INFO, refused when the kernel's struct ends before tcpi_reord_seen (4.19).
 fn tcp_info(sock: &impl std::os::fd::AsRawFd) -> std::io::Result<[u8; 256]> {
     let mut buf = [0u8; 256];
     let mut len = buf.len() as libc::socklen_t;
@@ -70,8 +72,8 @@ fn tcp_info(sock: &impl std::os::fd::AsRawFd) -> std::io::Result<[u8; 256]> {
     if rc != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    if (len as usize) < SNDBUF_LIMITED_US + 8 {
-        return Err(std::io::Error::other(format!("TCP_INFO of {len} bytes: this kernel predates tcpi_sndbuf_limited (4.10)")));
+    if (len as usize) < REORD_SEEN + 4 {
+        return Err(std::io::Error::other(format!("TCP_INFO of {len} bytes: this kernel predates tcpi_reord_seen (4.19)")));
     }
     Ok(buf)
 }
@@ -99,6 +101,8 @@ pub fn socket_info(sock: &impl std::os::fd::AsRawFd, flow: u32) -> std::io::Resu
         busy_ms: ms_at(BUSY_TIME_US),
         rwnd_limited_ms: ms_at(RWND_LIMITED_US),
         sndbuf_limited_ms: ms_at(SNDBUF_LIMITED_US),
+        dsack_dups: u32_at(&buf, DSACK_DUPS) as u64,
+        reord_seen: u32_at(&buf, REORD_SEEN) as u64,
     })
 }
 

@@ -58,4 +58,9 @@ pub struct FlowTcpInfo {
     pub busy_ms: f64,
     pub rwnd_limited_ms: f64,
     pub sndbuf_limited_ms: f64,
+    /// Retransmissions the receiver reported as duplicates (spurious), and reorderings Linux
+    /// detected: on the testbed's emulated path both should be 0, and a run where they are not
+    /// had a path the simulator does not model.
+    pub dsack_dups: u64,
+    pub reord_seen: u64,
 }
