@@ -51,7 +51,7 @@ fn read_now(received_real_ns: u64) -> (Instant, u64) {
 /// delay line released late sends what fell due meanwhile as one burst, which a small queue
 /// behind it drops: measured on 4 CUBIC flows at 50 Mbit/s, 100 ms, behind a 15 kB htb queue
 /// (2 cores), 71 and 188 frames per run released over 1 ms late at normal priority and 3-33 with
-/// SCHED_FIFO, and Linux's goodput rose from 0.47-0.59 of the rate to 0.61-0.65 (docs/testbed.md).
+/// SCHED_FIFO (docs/testbed.md).
 fn wake_on_time() -> std::io::Result<()> {
     let param = libc::sched_param { sched_priority: 10 };
     // Timer slack is what a thread that stays at normal priority can still save (50 µs by default).
