@@ -117,6 +117,14 @@ impl Agg {
     }
 }
 
+/// Counts a wait of `late_ns` into `over` (over 250 µs, over 1 ms) and `max_us`.
+fn tally_lateness(over: &mut [u64; 2], max_us: &mut u64, late_ns: u64) {
+    let us = late_ns / 1_000;
+    over[0] += (us > 250) as u64;
+    over[1] += (us > 1_000) as u64;
+    *max_us = (*max_us).max(us);
+}
+
 /// Frames waiting one fixed delay, in each direction: every frame waits as long, so each
 /// direction is a FIFO ordered by due time.
 struct DelayLine {
@@ -207,10 +215,7 @@ impl Pipeline {
     }
 
     pub fn note_read_lag(&mut self, waited_ns: u64) {
-        let us = waited_ns / 1_000;
-        self.stats.late_reads[0] += (us > 250) as u64;
-        self.stats.late_reads[1] += (us > 1_000) as u64;
-        self.stats.max_read_lag_us = self.stats.max_read_lag_us.max(us);
+        tally_lateness(&mut self.stats.late_reads, &mut self.stats.max_read_lag_us, waited_ns);
     }
 
     /// A frame arrived at `now` travelling in `dir`.
@@ -288,10 +293,7 @@ impl Pipeline {
         // one of them the longer-RTT flows lose every time.
         while let Some((l, dir)) = self.earliest_due(now) {
             let (due, frame) = self.lines[l].frames[dir as usize].pop_front().unwrap();
-            let late_us = (now - due).0 / 1_000;
-            self.stats.late_frames[0] += (late_us > 250) as u64;
-            self.stats.late_frames[1] += (late_us > 1_000) as u64;
-            self.stats.max_late_us = self.stats.max_late_us.max(late_us);
+            tally_lateness(&mut self.stats.late_frames, &mut self.stats.max_late_us, (now - due).0);
             self.delayed_bytes -= frame.len() as u64;
             self.stats.sent[dir as usize] += 1;
             send(dir, &frame);

@@ -66,6 +66,7 @@ pub fn plan(resolved: Resolved, file: &str) -> Result<Plan, ScenarioError> {
         return Err(err("measure.window".into(), "the testbed's receivers count windows of at least 10ms"));
     }
     let mut rtts: Vec<Duration> = Vec::new();
+    let machine_hz = host_hz();
     for (ai, a) in sc.aggregates.iter().enumerate() {
         for (fi, f) in a.flows.iter().enumerate() {
             let field = |k: &str| format!("aggregates[{ai}].flows[{fi}].{k}");
@@ -93,7 +94,7 @@ pub fn plan(resolved: Resolved, file: &str) -> Result<Plan, ScenarioError> {
             if let Some((k, _, m)) = unsupported.into_iter().find(|(_, set, _)| *set) {
                 return Err(err(field(k), m));
             }
-            if let Some(hz) = host_hz().filter(|&hz| hz != f.kernel_hz) {
+            if let Some(hz) = machine_hz.filter(|&hz| hz != f.kernel_hz) {
                 return Err(err(field("kernel_hz"), &format!("the testbed's flows run on this machine's kernel, CONFIG_HZ={hz}")));
             }
         }

@@ -66,7 +66,8 @@ impl Recorder {
             return;
         }
         *last = w;
-        let (Some(c), Some(r)) = (self.cwnd_segments.get(flow).and_then(|f| f.get(w.wrapping_sub(1))), self.srtt_us.get(flow).and_then(|f| f.get(w.wrapping_sub(1)))) else { return };
+        let Some(closed) = w.checked_sub(1) else { return };
+        let (Some(c), Some(r)) = (self.cwnd_segments.get(flow).and_then(|f| f.get(closed)), self.srtt_us.get(flow).and_then(|f| f.get(closed))) else { return };
         if let Ok((cwnd, srtt_us)) = window_state(sock) {
             c.store(cwnd as u64, Ordering::Relaxed);
             r.store(srtt_us as u64, Ordering::Relaxed);
