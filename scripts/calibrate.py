@@ -61,6 +61,7 @@ def scenario(case, defaults, seed):
              "", "[testbed]", f'enforcer_at = {toml_value(get("placement"))}', "", "[enforcer]"]
     lines += [f"{k} = {toml_value(v)}" for k, v in case["enforcer"].items()]
     lines += ["", "[[aggregates]]", f'rate = {toml_value(case["rate"])}']
+    lines += [f"{key} = {toml_value(get(key))}" for key in ("host_rate", "link_rate") if get(key)]
     for f in case["flows"]:
         flow = {"rtt": get("rtt"), **({"start_jitter": get("start_jitter")} if get("start_jitter") else {}), **f}
         lines += ["", "[[aggregates.flows]]"] + [f"{k} = {toml_value(v)}" for k, v in flow.items()]

@@ -1,10 +1,12 @@
-//! BBR v1 as in net/ipv4/tcp_bbr.c (Linux 5.x): Startup (gain 2/ln2), Drain, ProbeBW with the
-//! eight-phase pacing-gain cycle (5/4, 3/4, 1 × 6) entered at a random phase, ProbeRTT (cwnd 4
-//! for 200 ms and one round when min_rtt is 10 s old), pacing at gain·bw·(1 − 1 %), cwnd =
-//! gain·BDP + the quantisation budget, packet conservation in the first recovery round, and the
-//! long-term bandwidth ("policer") mode: two consecutive 4..16-round intervals with ≥ 20 % loss
-//! and delivery rates within 1/8 (or 4 kbit/s) set bw = their mean, pacing gain 1, for 48 rounds.
-//! Not modelled: ACK-aggregation cwnd (`extra_acked`), which needs aggregated ACKs to matter.
+//! BBR v1 as in net/ipv4/tcp_bbr.c (Linux 5.1 to 6.x): Startup (gain 2/ln2), Drain, ProbeBW with
+//! the eight-phase pacing-gain cycle (5/4, 3/4, 1 × 6) entered at a random phase, ProbeRTT (cwnd
+//! 4 for 200 ms and one round when min_rtt is 10 s old), pacing at gain·bw·(1 − 1 %), cwnd =
+//! gain·BDP + the ACK-aggregation allowance + the quantisation budget, packet conservation in the
+//! first recovery round, and the long-term bandwidth ("policer") mode: two consecutive
+//! 4..16-round intervals with ≥ 20 % loss and delivery rates within 1/8 (or 4 kbit/s) set bw =
+//! their mean, pacing gain 1, for 48 rounds. The ACK-aggregation allowance (`extra_acked`) is the
+//! most data acknowledged beyond bw × time within an ACK epoch over the last 5-10 rounds: stretch
+//! ACKs (a receiver acknowledging a line-rate burst at its read) raise BBR's cwnd by their size.
 
 use crate::cc::conn::{CaState, Conn, RateSample};
 use rand::{Rng, SeedableRng};
@@ -31,6 +33,12 @@ const LT_BW_DIFF_BYTES: f64 = 4000.0 / 8.0;
 const LT_BW_MAX_RTTS: u32 = 48;
 const PACING_MARGIN: f64 = 0.99;
 const INIT_CWND: u32 = 10;
+/// `bbr_extra_acked_win_rtts`: each of the two `extra_acked` maxima covers this many rounds.
+const EXTRA_ACKED_WIN_ROUNDS: u32 = 5;
+/// `bbr_ack_epoch_acked_reset_thresh`: an epoch this long (in segments) starts over.
+const ACK_EPOCH_RESET_SEGMENTS: u64 = 1 << 20;
+/// `bbr_extra_acked_max_us`: the allowance is at most this much time at bw.
+const EXTRA_ACKED_MAX_NS: f64 = 100e6;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -67,6 +75,13 @@ pub struct Bbr {
     lt_last_stamp: u64,
     lt_last_lost: u64,
     prior_cwnd: u32,
+    /// `extra_acked[2]` and the rounds into the current one's window; the ACK epoch's start
+    /// and the segments acknowledged since.
+    extra_acked: [u32; 2],
+    extra_acked_idx: usize,
+    extra_acked_win_rounds: u32,
+    ack_epoch_start_ns: u64,
+    ack_epoch_acked: u64,
     packet_conservation: bool,
     prev_ca_state: CaState,
     pacing_rate: f64,
@@ -101,6 +116,11 @@ impl Bbr {
             lt_last_stamp: 0,
             lt_last_lost: 0,
             prior_cwnd: 0,
+            extra_acked: [0; 2],
+            extra_acked_idx: 0,
+            extra_acked_win_rounds: 0,
+            ack_epoch_start_ns: 0,
+            ack_epoch_acked: 0,
             packet_conservation: false,
             prev_ca_state: CaState::Open,
             pacing_rate: 0.0,
@@ -200,11 +220,13 @@ impl Bbr {
         self.min_rtt_ns = c.min_rtt_ns;
         self.min_rtt_stamp = c.now_ns;
         self.cycle_stamp = c.now_ns;
+        self.ack_epoch_start_ns = c.now_ns;
         self.pacing_rate = c.cwnd as f64 / (c.srtt_ns as f64 * 1e-9) * self.mss * HIGH_GAIN * PACING_MARGIN;
     }
 
     pub fn cong_control(&mut self, c: &mut Conn, rs: &RateSample) {
         self.update_bw(c, rs);
+        self.update_ack_aggregation(c, rs);
         self.update_cycle_phase(c, rs);
         self.check_full_bw_reached(rs);
         self.check_drain(c);
@@ -243,6 +265,44 @@ impl Bbr {
                 slot.1 = bw;
             }
         }
+    }
+
+    /// `bbr_update_ack_aggregation`: an epoch lasts while ACKs deliver faster than bw; what they
+    /// delivered beyond bw × the epoch (at most a cwnd) is the epoch's excess, and the larger of
+    /// two alternating 5-round maxima of it is the allowance.
+    fn update_ack_aggregation(&mut self, c: &Conn, rs: &RateSample) {
+        if rs.acked_sacked == 0 || rs.delivered < 0 || rs.interval_ns <= 0 {
+            return;
+        }
+        if self.round_start {
+            self.extra_acked_win_rounds = (self.extra_acked_win_rounds + 1).min(0x1f);
+            if self.extra_acked_win_rounds >= EXTRA_ACKED_WIN_ROUNDS {
+                self.extra_acked_win_rounds = 0;
+                self.extra_acked_idx ^= 1;
+                self.extra_acked[self.extra_acked_idx] = 0;
+            }
+        }
+        let epoch_ns = c.now_ns.saturating_sub(self.ack_epoch_start_ns);
+        let mut expected = (self.bw() * epoch_ns as f64 * 1e-9) as u64;
+        let acked = rs.acked_sacked as u64;
+        if self.ack_epoch_acked <= expected || self.ack_epoch_acked + acked >= ACK_EPOCH_RESET_SEGMENTS {
+            self.ack_epoch_acked = 0;
+            self.ack_epoch_start_ns = c.now_ns;
+            expected = 0;
+        }
+        self.ack_epoch_acked = (self.ack_epoch_acked + acked).min(0xfffff);
+        let extra = (self.ack_epoch_acked - expected).min(c.cwnd as u64) as u32;
+        let slot = &mut self.extra_acked[self.extra_acked_idx];
+        *slot = (*slot).max(extra);
+    }
+
+    /// `bbr_ack_aggregation_cwnd`, once the pipe is full.
+    fn ack_aggregation_cwnd(&self, bw: f64) -> u32 {
+        if !self.full_bw_reached {
+            return 0;
+        }
+        let max = (bw * EXTRA_ACKED_MAX_NS * 1e-9) as u32;
+        self.extra_acked[0].max(self.extra_acked[1]).min(max)
     }
 
     fn reset_lt_interval(&mut self, c: &Conn) {
@@ -457,7 +517,7 @@ impl Bbr {
                 cwnd = cwnd.max(c.in_flight + acked);
                 break 'done;
             }
-            let target = self.quantization_budget(self.bdp(bw, self.cwnd_gain));
+            let target = self.quantization_budget(self.bdp(bw, self.cwnd_gain) + self.ack_aggregation_cwnd(bw));
             if self.full_bw_reached {
                 cwnd = (cwnd + acked).min(target);
             } else if cwnd < target || c.delivered < INIT_CWND as u64 {
@@ -469,5 +529,53 @@ impl Bbr {
             cwnd = cwnd.min(CWND_MIN_TARGET);
         }
         c.cwnd = cwnd;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A BBR past Startup with bw = 1000 segments/s, fed `acks` ACKs of `size` segments each,
+    /// `size` ms apart (the same rate whatever the size): its ACK-aggregation allowance.
+    fn allowance(size: u32, acks: u32) -> u32 {
+        let mut bbr = Bbr::new(1);
+        let mut c = Conn {
+            now_ns: 0,
+            cwnd: 40,
+            cwnd_cnt: 0,
+            ssthresh: u32::MAX,
+            snd_nxt: 0,
+            snd_una: 0,
+            in_flight: 20,
+            cwnd_limited: true,
+            min_rtt_ns: 20_000_000,
+            srtt_ns: 20_000_000,
+            delivered: 0,
+            lost: 0,
+            ca_state: CaState::Open,
+            mss: 1448,
+            edt_ns: 0,
+            fq_paced: false,
+            app_limited: 0,
+        };
+        bbr.init(&c);
+        bbr.full_bw_reached = true;
+        bbr.mode = Mode::ProbeBw;
+        bbr.bw_rounds[0] = (0, 1000.0);
+        for _ in 0..acks {
+            c.now_ns += size as u64 * 1_000_000;
+            c.delivered += size as u64;
+            let rs = RateSample { delivered: size as i64, interval_ns: size as i64 * 1_000_000, acked_sacked: size, prior_delivered: 0, ..RateSample::default() };
+            bbr.update_ack_aggregation(&c, &rs);
+        }
+        bbr.ack_aggregation_cwnd(bbr.bw())
+    }
+
+    #[test]
+    fn stretch_acks_raise_the_cwnd_by_their_size() {
+        assert_eq!(allowance(1, 50), 1, "one segment a millisecond: no aggregation beyond the ACK itself");
+        assert_eq!(allowance(10, 5), 10, "ten segments every 10 ms: ten segments of allowance");
+        assert_eq!(allowance(60, 2), 40, "at most a cwnd");
     }
 }

@@ -2,6 +2,7 @@
 //! congestion-control hooks) and the receiver (in-order delivery, delayed and SACK-like ACKs),
 //! which meet only through packets.
 
+pub mod receive_window;
 pub mod receiver;
 pub mod sender;
 pub mod timer_wheel;
