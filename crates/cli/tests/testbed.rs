@@ -58,6 +58,7 @@ fn placements_hold_the_rate() {
         ("middlebox", "kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = 25000"),
         ("tc", "kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = 25000"),
         ("tbf", "kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = 25000"),
+        ("tbf", "kind = \"fifo\"\nrate = \"10mbit\"\nburst = 25000\nlimit = 1514"),
         ("htb", "kind = \"fifo\"\nrate = \"10mbit\"\nburst = 3000\nlimit = 25000"),
     ];
     for (placement, enforcer) in cases {
@@ -290,10 +291,10 @@ fn interrupted_run_leaves_nothing_behind() {
 #[test]
 fn bad_scenarios_are_named() {
     let dir = tmp("bad");
-    let sc = scenario(&dir, "tbf", "kind = \"fifo\"\nrate = \"10mbit\"\nburst = 3000\nlimit = 25000", TWO_CUBIC, "4s", false);
+    let sc = scenario(&dir, "tbf", "kind = \"fair_policer\"\nrate = \"10mbit\"\nbucket = 25000", TWO_CUBIC, "4s", false);
     let o = Command::new(env!("CARGO_BIN_EXE_ratekit")).args(["testbed", "run"]).arg(&sc).arg("--out").arg(&dir).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && err.contains("enforcer_at") && err.contains("token_bucket"), "{err}");
+    assert!(!o.status.success() && err.contains("enforcer_at") && err.contains("\"token_bucket\" or \"fifo\""), "{err}");
     // Each distinct RTT takes a sender address: ten are more than the testbed has.
     let mixed = "[[aggregates.flows]]\ncc = \"cubic\"\nrtt = [\"1ms\", \"2ms\", \"3ms\", \"4ms\", \"5ms\", \"6ms\", \"7ms\", \"8ms\", \"9ms\", \"10ms\"]\ncount = 10\n";
     let sc = scenario(&dir, "middlebox", "kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = 25000", mixed, "4s", false);

@@ -102,10 +102,15 @@ pub fn run(plan: &Plan, out: &Path, progress: impl Fn(&str)) -> Result<Summary, 
             bpf = Some(policer);
         }
         Placement::Tbf => {
-            let EnforcerConfig::TokenBucket(c) = &first.enforcer else { unreachable!("checked by the plan") };
-            // A queue of one MTU: tbf then drops what finds no tokens, as a policer does.
-            mb.exec(&["tc", "qdisc", "add", "dev", "mb-r", "root", "tbf", "rate", &format!("{}bit", c.rate.bits_per_sec()),
-                "burst", &c.burst.0.to_string(), "limit", "1514"])?;
+            // A token bucket runs as tbf with a queue of one MTU, which then drops what finds no
+            // tokens, as a policer does (but holds one packet); a FIFO shaper is tbf itself.
+            let (rate, burst, limit) = match &first.enforcer {
+                EnforcerConfig::TokenBucket(c) => (c.rate, c.burst.0, 1514),
+                EnforcerConfig::Fifo(c) => (c.rate, c.burst.0, c.limit.0),
+                _ => unreachable!("checked by the plan"),
+            };
+            mb.exec(&["tc", "qdisc", "add", "dev", "mb-r", "root", "tbf", "rate", &format!("{}bit", rate.bits_per_sec()),
+                "burst", &burst.to_string(), "limit", &limit.to_string()])?;
         }
         Placement::Htb => {
             let EnforcerConfig::Fifo(c) = &first.enforcer else { unreachable!("checked by the plan") };

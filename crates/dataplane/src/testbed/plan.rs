@@ -108,17 +108,18 @@ pub fn plan(resolved: Resolved, file: &str) -> Result<Plan, ScenarioError> {
         return Err(err("aggregates".into(), "the testbed runs one enforcer config and loss for all aggregates"));
     }
     let placement = sc.testbed.enforcer_at;
-    let kernel_kind = match placement {
-        Placement::Tbf => Some("token_bucket"),
-        Placement::Htb => Some("fifo"),
-        Placement::Tc | Placement::Middlebox => None,
+    let kernel_kinds: &[&str] = match placement {
+        Placement::Tbf => &["token_bucket", "fifo"],
+        Placement::Htb => &["fifo"],
+        Placement::Tc | Placement::Middlebox => &[],
     };
-    if let Some(kind) = kernel_kind {
+    if !kernel_kinds.is_empty() {
         if aggregates.len() != 1 {
             return Err(err("testbed.enforcer_at".into(), "the kernel tbf / htb baselines police one aggregate"));
         }
-        if first.enforcer.kind() != kind {
-            let m = format!("enforcer_at = \"{}\" needs kind = \"{kind}\"", placement.as_str());
+        if !kernel_kinds.contains(&first.enforcer.kind()) {
+            let kinds: Vec<String> = kernel_kinds.iter().map(|k| format!("\"{k}\"")).collect();
+            let m = format!("enforcer_at = \"{}\" needs kind = {}", placement.as_str(), kinds.join(" or "));
             return Err(err("enforcer.kind".into(), &m));
         }
     }

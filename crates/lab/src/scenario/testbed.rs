@@ -11,7 +11,9 @@ pub enum Placement {
     Middlebox,
     /// The tc-BPF program on the middlebox's egress towards the receiver.
     Tc,
-    /// The kernel's tbf with a one-MTU queue, as a policer (enforcer: token_bucket).
+    /// The kernel's tbf: with enforcer token_bucket, its queue one MTU (a policer that holds one
+    /// packet); with enforcer fifo, the config's rate, burst and limit (what the simulator's FIFO
+    /// shaper models exactly).
     Tbf,
     /// The kernel's htb class with a bfifo queue, as a shaper (enforcer: fifo).
     Htb,
