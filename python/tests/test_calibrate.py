@@ -1,0 +1,66 @@
+"""scripts/calibrate.py's pure parts: the scenario it writes for a case and the issue-14 targets it
+judges a case by. The testbed half needs root and minutes per case; these need neither."""
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "calibrate.py"
+
+
+@pytest.fixture(scope="module")
+def calibrate():
+    spec = importlib.util.spec_from_file_location("calibrate", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_metrics(shares, jain, ranked):
+    rest = {key: 0.0 for key in ("rto_per_flow_s", "retx_per_flow_s", "recoveries_per_flow_s", "p10", "p50", "p90")}
+    return {"shares": shares, "jain": jain, "ranked": ranked, "drop_rate": 0.01, **rest}
+
+
+def test_the_grid_default_path_reaches_the_simulated_aggregate(calibrate):
+    defaults = {"duration": "15s", "window": "250ms", "warmup": "3s", "rtt": "20ms", "host_rate": "10gbit", "link_rate": "10gbit"}
+    case = {"name": "c", "placement": "tbf", "rate": "10mbit", "link_rate": "1gbit",
+            "enforcer": {"kind": "fifo", "rate": "10mbit", "burst": 50000, "limit": 1514}, "flows": [{"cc": "cubic", "count": 2}]}
+    sc = tomllib.loads(calibrate.scenario(case, defaults, seed=2))
+    agg = sc["aggregates"][0]
+    assert (agg["host_rate"], agg["link_rate"]) == ("10gbit", "1gbit"), "a case's own value wins over the default"
+    assert sc["seed"] == 2 and sc["testbed"]["enforcer_at"] == "tbf"
+    assert sc["enforcer"]["limit"] == 1514
+    del defaults["host_rate"], defaults["link_rate"], case["link_rate"]
+    assert "host_rate" not in calibrate.scenario(case, defaults, seed=1), "no default, no key: the simulator's own applies"
+
+
+def test_targets_hold_within_the_tolerances_and_fail_outside(calibrate):
+    linux = [run_metrics({"bbr": 0.60, "cubic": 0.40}, 0.90, [6e6, 4e6]) for _ in range(3)]
+    close = [run_metrics({"bbr": 0.64, "cubic": 0.36}, 0.94, [6.9e6, 3.3e6])]
+    judged = calibrate.judge(linux, close)
+    assert judged["share_bbr"][2] and judged["jain"][2] and judged["flows_ok"][2]
+    far = [run_metrics({"bbr": 0.66, "cubic": 0.34}, 0.96, [7.5e6, 3.0e6])]
+    judged = calibrate.judge(linux, far)
+    assert not judged["share_bbr"][2] and not judged["share_cubic"][2]
+    assert not judged["jain"][2]
+    assert judged["flows_ok"][:3] == (0, 2, False), "7.5 is 25 % above 6, 3.0 25 % below 4"
+
+
+def test_a_flow_inside_linuxs_own_range_meets_its_target(calibrate):
+    linux = [run_metrics({"reno": 1.0}, 0.9, [g]) for g in (2e6, 3e6, 4e6)]
+    assert calibrate.judge(linux, [run_metrics({"reno": 1.0}, 0.9, [3.9e6])])["flows_ok"][2], "30 % off the mean, inside the range"
+    assert not calibrate.judge(linux, [run_metrics({"reno": 1.0}, 0.9, [4.2e6])])["flows_ok"][2]
+
+
+def test_fewer_simulator_runs_than_testbed_runs_are_refused(tmp_path):
+    grid = tmp_path / "grid.toml"
+    grid.write_text('[[case]]\nname = "c"\nplacement = "tc"\nrate = "10mbit"\nenforcer = { kind = "token_bucket", rate = "10mbit", burst = 1514 }\nflows = [{ cc = "cubic" }]\n')
+    r = subprocess.run([sys.executable, str(SCRIPT), str(grid), "--out", str(tmp_path / "o"), "--runs", "3", "--sim-runs", "2"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode != 0 and "--sim-runs" in r.stderr, r.stderr
