@@ -63,8 +63,19 @@ fn writes_time_series_and_summary() {
     for k in ["events", "wall_seconds", "events_per_second"] {
         assert!(s["engine"][k].is_number(), "engine lacks {k}");
     }
-    let rows = std::fs::read_to_string(out.join("flows.csv")).unwrap().lines().count();
-    assert_eq!(rows, 1 + 12 * 6, "12 windows × 6 flows + header");
+    let csv = std::fs::read_to_string(out.join("flows.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 12 * 6, "12 windows × 6 flows + header");
+    // Flow 0 is BBR: its model of the path (as TCP_CC_INFO reports it in the testbed's
+    // windows.csv) on every row, min_rtt the path's 10 ms; the others have none.
+    for l in csv.lines().skip(1) {
+        let cols: Vec<&str> = l.split(',').collect();
+        if cols[1] == "0" {
+            let min_rtt: f64 = cols[7].parse().unwrap();
+            assert!((10.0..10.5).contains(&min_rtt) && cols[6].parse::<f64>().unwrap() > 0.0 && !cols[8].is_empty(), "{l}");
+        } else {
+            assert!(cols[6..].iter().all(|c| c.is_empty()), "{l}");
+        }
+    }
     let rows = std::fs::read_to_string(out.join("aggregates.csv")).unwrap().lines().count();
     assert_eq!(rows, 1 + 12);
 }

@@ -142,6 +142,24 @@ fn mixed_rtts_are_what_each_flow_measures() {
         assert_eq!(t["flow"], f["id"]);
         assert!(t["srtt_ms"].as_f64().unwrap() >= want * 0.99, "{t}");
     }
+    // BBR senders read their model of the path (TCP_CC_INFO) as windows closed: a min_rtt of the
+    // path's 60 ms (BBR's own filter: at most a few ms above) and a bandwidth below the 10 Mbit/s
+    // limit's burst; the CUBIC senders have none.
+    let windows = std::fs::read_to_string(dir.join("windows.csv")).unwrap();
+    let mut bbr_rows = 0;
+    for l in windows.lines().skip(1) {
+        let cols: Vec<&str> = l.split(',').collect();
+        let flow: usize = cols[1].parse().unwrap();
+        let is_bbr = s["flows"][flow]["cc"] == "bbr";
+        let (Ok(bw), Ok(min_rtt), Ok(gain)) = (cols[7].parse::<f64>(), cols[8].parse::<f64>(), cols[9].parse::<f64>()) else {
+            assert!(cols[7..].iter().all(|c| c.is_empty()), "{l}");
+            continue;
+        };
+        assert!(is_bbr, "a CUBIC flow with a BBR model: {l}");
+        assert!((0.0..30.0).contains(&bw) && (59.9..66.0).contains(&min_rtt) && (0.3..3.0).contains(&gain), "{l}");
+        bbr_rows += 1;
+    }
+    assert!(bbr_rows >= 2 * 12, "{bbr_rows} BBR readings of 2 flows over 5 s\n{windows}");
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(namespaces_of(std::process::id()).is_empty());
 }

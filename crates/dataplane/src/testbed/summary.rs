@@ -147,7 +147,7 @@ fn millis(d: ratekit_core::Duration) -> f64 {
 /// Writes summary.json and windows.csv atomically (temporary file, then rename).
 pub fn write(summary: &Summary, rec: &Recorder, plan: &Plan, dir: &Path) -> std::io::Result<()> {
     let mut csv = Vec::new();
-    writeln!(csv, "window_start_s,flow,aggregate,bytes,goodput_bps,cwnd_segments,srtt_ms")?;
+    writeln!(csv, "window_start_s,flow,aggregate,bytes,goodput_bps,cwnd_segments,srtt_ms,bbr_bw_mbps,bbr_min_rtt_ms,bbr_pacing_gain")?;
     let s = &plan.resolved.scenario;
     let n_windows = (s.duration.0 / s.measure.window.0) as usize;
     let win_s = rec.window.as_secs_f64();
@@ -157,8 +157,16 @@ pub fn write(summary: &Summary, rec: &Recorder, plan: &Plan, dir: &Path) -> std:
             let b = rec.bytes[i][w].load(Ordering::Relaxed);
             write!(csv, "{:.3},{},{},{},{:.0},", w as f64 * win_s, f.id, f.aggregate, b, b as f64 * 8.0 / win_s)?;
             match rec.cwnd_segments[i][w].load(Ordering::Relaxed) {
-                0 => writeln!(csv, ",")?,
-                cwnd => writeln!(csv, "{cwnd},{:.3}", rec.srtt_us[i][w].load(Ordering::Relaxed) as f64 / 1e3)?,
+                0 => write!(csv, ",,")?,
+                cwnd => write!(csv, "{cwnd},{:.3},", rec.srtt_us[i][w].load(Ordering::Relaxed) as f64 / 1e3)?,
+            }
+            match rec.bbr_pacing_gain_x256[i][w].load(Ordering::Relaxed) {
+                0 => writeln!(csv, ",,")?,
+                gain => {
+                    let bw_mbps = rec.bbr_bw[i][w].load(Ordering::Relaxed) as f64 * 8e-6;
+                    let min_rtt_ms = rec.bbr_min_rtt_us[i][w].load(Ordering::Relaxed) as f64 / 1e3;
+                    writeln!(csv, "{bw_mbps:.4},{min_rtt_ms:.3},{:.2}", gain as f64 / 256.0)?
+                }
             }
         }
     }

@@ -88,6 +88,31 @@ pub fn window_state(sock: &impl std::os::fd::AsRawFd) -> std::io::Result<(u32, u
     Ok((u32_at(&buf, SND_CWND), u32_at(&buf, RTT_US)))
 }
 
+/// BBR's model of the path from TCP_CC_INFO (`struct tcp_bbr_info`: bandwidth in bytes/s as two
+/// u32 halves, min_rtt in µs, the pacing gain × 256); None for a socket whose congestion control
+/// reports nothing (CUBIC and Reno fill no tcp_cc_info).
+pub fn bbr_model(sock: &impl std::os::fd::AsRawFd) -> std::io::Result<Option<BbrSample>> {
+    let mut buf = [0u32; 5];
+    let mut len = std::mem::size_of_val(&buf) as libc::socklen_t;
+    let rc = unsafe { libc::getsockopt(sock.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_CC_INFO, buf.as_mut_ptr().cast(), &mut len) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if (len as usize) < std::mem::size_of_val(&buf) {
+        return Ok(None);
+    }
+    let [bw_lo, bw_hi, min_rtt_us, pacing_gain, _cwnd_gain] = buf;
+    Ok(Some(BbrSample { bw_bytes_per_sec: (bw_hi as u64) << 32 | bw_lo as u64, min_rtt_us, pacing_gain_x256: pacing_gain }))
+}
+
+/// One TCP_CC_INFO reading of a BBR socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BbrSample {
+    pub bw_bytes_per_sec: u64,
+    pub min_rtt_us: u32,
+    pub pacing_gain_x256: u32,
+}
+
 /// A connected TCP socket's TCP_INFO: the RTTs Linux measured and its retransmissions.
 pub fn socket_info(sock: &impl std::os::fd::AsRawFd, flow: u32) -> std::io::Result<FlowTcpInfo> {
     let buf = tcp_info(sock)?;

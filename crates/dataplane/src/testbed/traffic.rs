@@ -6,7 +6,7 @@
 //! carry the same header.
 
 use super::plan::Flow;
-use super::tcp_counters::{socket_info, window_state, FlowTcpInfo};
+use super::tcp_counters::{bbr_model, socket_info, window_state, FlowTcpInfo};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use ratekit_lab::arrivals::draw;
@@ -24,8 +24,9 @@ pub const UDP_PORT: u16 = 5002;
 const IP_UDP_HEADERS: usize = 28;
 
 /// Per-flow byte counts per window, filled by the receiver, and each TCP sender's congestion
-/// window and smoothed RTT as the window closed, filled by the sender (the simulator's flows.csv
-/// has both, so a Linux flow and its model compare window by window).
+/// window and smoothed RTT (and a BBR sender's model of the path) as the window closed, filled by
+/// the sender (the simulator's flows.csv has the same, so a Linux flow and its model compare
+/// window by window).
 pub struct Recorder {
     pub t0: Instant,
     pub window: Duration,
@@ -37,6 +38,11 @@ pub struct Recorder {
     /// cwnd_segments[flow][window], 0 where the sender took no sample.
     pub cwnd_segments: Vec<Vec<AtomicU64>>,
     pub srtt_us: Vec<Vec<AtomicU64>>,
+    /// A BBR sender's TCP_CC_INFO per window: bandwidth (bytes/s), min_rtt (µs) and pacing
+    /// gain × 256, the gain 0 where there is no reading.
+    pub bbr_bw: Vec<Vec<AtomicU64>>,
+    pub bbr_min_rtt_us: Vec<Vec<AtomicU64>>,
+    pub bbr_pacing_gain_x256: Vec<Vec<AtomicU64>>,
 }
 
 impl Recorder {
@@ -50,6 +56,9 @@ impl Recorder {
             delivered: counters(flows),
             cwnd_segments: (0..flows).map(|_| counters(windows)).collect(),
             srtt_us: (0..flows).map(|_| counters(windows)).collect(),
+            bbr_bw: (0..flows).map(|_| counters(windows)).collect(),
+            bbr_min_rtt_us: (0..flows).map(|_| counters(windows)).collect(),
+            bbr_pacing_gain_x256: (0..flows).map(|_| counters(windows)).collect(),
         }
     }
 
@@ -71,6 +80,14 @@ impl Recorder {
         if let Ok((cwnd, srtt_us)) = window_state(sock) {
             c.store(cwnd as u64, Ordering::Relaxed);
             r.store(srtt_us as u64, Ordering::Relaxed);
+        }
+        if let Ok(Some(b)) = bbr_model(sock) {
+            let cells = [&self.bbr_bw, &self.bbr_min_rtt_us, &self.bbr_pacing_gain_x256];
+            for (cells, v) in cells.into_iter().zip([b.bw_bytes_per_sec, b.min_rtt_us as u64, b.pacing_gain_x256 as u64]) {
+                if let Some(cell) = cells.get(flow).and_then(|f| f.get(closed)) {
+                    cell.store(v, Ordering::Relaxed);
+                }
+            }
         }
     }
 

@@ -40,6 +40,14 @@ const ACK_EPOCH_RESET_SEGMENTS: u64 = 1 << 20;
 /// `bbr_extra_acked_max_us`: the allowance is at most this much time at bw.
 const EXTRA_ACKED_MAX_NS: f64 = 100e6;
 
+/// BBR's model of the path, as `ss -i` and TCP_CC_INFO show it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BbrModel {
+    pub bw_bytes_per_sec: f64,
+    pub min_rtt_ns: u64,
+    pub pacing_gain: f64,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     Startup,
@@ -134,6 +142,12 @@ impl Bbr {
 
     pub fn pacing_rate_bytes_per_sec(&self) -> f64 {
         self.pacing_rate
+    }
+
+    /// What Linux reports in `tcp_bbr_info` (`bbr_get_info`): the bandwidth estimate in bytes/s
+    /// (the long-term one while it is in use), min_rtt and the pacing gain.
+    pub fn model(&self) -> BbrModel {
+        BbrModel { bw_bytes_per_sec: self.bw() * self.mss, min_rtt_ns: self.min_rtt_ns, pacing_gain: self.pacing_gain }
     }
 
     /// Windowed max of the delivery rate (segments/s).

@@ -93,6 +93,14 @@ impl Cc {
         }
     }
 
+    /// BBR's model of the path (TCP_CC_INFO); None for the other models.
+    pub fn bbr_model(&self) -> Option<bbr::BbrModel> {
+        match self {
+            Cc::Bbr(x) => Some(x.model()),
+            _ => None,
+        }
+    }
+
     /// `bbr_min_tso_segs`: the fewest segments a model that paces itself puts in one
     /// transmission at its pacing rate (BBR: single segments below 1.2 Mbit/s).
     pub fn min_tso_segs(&self) -> Option<u32> {

@@ -88,7 +88,7 @@ impl World {
             Some(d) => {
                 std::fs::create_dir_all(d)?;
                 let mut f = BufWriter::new(std::fs::File::create(d.join("flows.csv"))?);
-                writeln!(f, "time_s,flow,aggregate,goodput_bps,cwnd_segments,srtt_ms")?;
+                writeln!(f, "time_s,flow,aggregate,goodput_bps,cwnd_segments,srtt_ms,bbr_bw_mbps,bbr_min_rtt_ms,bbr_pacing_gain")?;
                 let mut a = BufWriter::new(std::fs::File::create(d.join("aggregates.csv"))?);
                 writeln!(a, "time_s,aggregate,throughput_bps,normalized_throughput,arrivals,enforcer_drops,queue_drops,jain")?;
                 Some((f, a))
@@ -116,9 +116,9 @@ impl World {
             let mut cwnd_row = Vec::with_capacity(gp_row.capacity());
             let wire_row = std::mem::replace(&mut self.wire_window, vec![0; nflows]);
             for (fid, m) in self.flows.iter().enumerate() {
-                let (cwnd, srtt_ms) = match &self.comps[m.sender as usize] {
-                    Comp::Sender(tx) => (tx.cwnd(), tx.srtt_ns() as f64 / 1e6),
-                    _ => (0, 0.0),
+                let (cwnd, srtt_ms, bbr) = match &self.comps[m.sender as usize] {
+                    Comp::Sender(tx) => (tx.cwnd(), tx.srtt_ns() as f64 / 1e6, tx.cc.bbr_model()),
+                    _ => (0, 0.0, None),
                 };
                 let (bytes, done_before) = match &mut self.comps[m.receiver as usize] {
                     Comp::Receiver(rx) => {
@@ -136,7 +136,11 @@ impl World {
                     agg_active[a].push(gp);
                 }
                 if let Some((f, _)) = writers.as_mut() {
-                    writeln!(f, "{t_s:.3},{fid},{a},{gp:.0},{cwnd},{srtt_ms:.3}")?;
+                    write!(f, "{t_s:.3},{fid},{a},{gp:.0},{cwnd},{srtt_ms:.3},")?;
+                    match bbr.filter(|b| b.min_rtt_ns != u64::MAX) {
+                        Some(b) => writeln!(f, "{:.4},{:.3},{:.2}", b.bw_bytes_per_sec * 8e-6, b.min_rtt_ns as f64 / 1e6, b.pacing_gain)?,
+                        None => writeln!(f, ",,")?,
+                    }
                 }
                 if opts.keep_series {
                     gp_row.push(gp);
