@@ -21,7 +21,7 @@
 const INITIAL_CLAMP: u32 = 56;
 /// The SYN-ACK's window, 65535 B rounded down to whole segments (`tcp_select_initial_window`).
 const INITIAL_SSTHRESH: u32 = 45;
-/// `tcp_rmem[2]` (6.x default 32 MB) in window units: the clamp never exceeds it.
+/// `tcp_rmem[2]` (32 MB on the testbed's 6.18 kernel) in window units: the clamp never exceeds it.
 const MAX_CLAMP: u32 = 14_483;
 /// TCP_INIT_CWND: what the application is first expected to read in an RTT.
 const INITIAL_SPACE: u32 = 10;
