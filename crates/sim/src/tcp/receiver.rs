@@ -5,6 +5,7 @@ use super::timer_wheel::TimerWheel;
 use crate::ctx::Ctx;
 use crate::engine::{ComponentId, Wakeup};
 use crate::packet::{Kind, Pkt, Sacks, HEADER, MSS, SYN_LEN};
+use ratekit_lab::scenario::DEFAULT_RECEIVER_WAKEUP;
 use std::collections::VecDeque;
 
 /// The receiving end: in-order delivery, out-of-order buffer, the application reading what
@@ -31,8 +32,9 @@ pub struct TcpReceiver {
     /// In-order segments the application has not read (`rcv_nxt - copied_seq`), and all it read.
     unread: u32,
     read: u64,
-    /// When the application, woken by the first unread arrival, reads.
+    /// When the application, woken by the first unread arrival, reads, and how long it sleeps.
     read_deadline: Option<u64>,
+    read_wakeup_ns: u64,
     /// The RTT from the handshake: the receiver's period for sizing its buffer.
     rtt_ns: Option<u64>,
     quickacks: u32,
@@ -64,10 +66,6 @@ pub struct TcpReceiver {
 }
 
 const DELACK_NS: u64 = 40_000_000;
-/// From the first unread arrival to the application's read: a sleeping reader's wake-up. Behind
-/// a policer in the testbed, Linux acknowledged a 4-12 segment burst (sent within 10-30 µs) about
-/// 40 µs later than it acknowledged a lone segment in quick-ack mode.
-const READ_WAKEUP_NS: u64 = 50_000;
 /// Linux's TCP_MAX_QUICKACKS (the receive window never limits it here).
 const QUICKACKS: u32 = 16;
 const RTO_MIN_NS: u64 = 200_000_000;
@@ -99,6 +97,7 @@ impl TcpReceiver {
             unread: 0,
             read: 0,
             read_deadline: None,
+            read_wakeup_ns: DEFAULT_RECEIVER_WAKEUP.0,
             rtt_ns: None,
             quickacks: QUICKACKS,
             last_in_order_ns: None,
@@ -146,6 +145,10 @@ impl TcpReceiver {
 
     pub fn set_kernel_hz(&mut self, hz: u32) {
         self.wheel = TimerWheel::hz(hz);
+    }
+
+    pub fn set_read_wakeup(&mut self, ns: u64) {
+        self.read_wakeup_ns = ns;
     }
 
     /// The receiver's RTT from the handshake sets its RTO and the compressed-ACK delay, 5 % of
@@ -207,7 +210,7 @@ impl TcpReceiver {
         self.unread += segments;
         self.grow_window();
         if self.read_deadline.is_none() {
-            self.arm(ctx, now + READ_WAKEUP_NS, Timer::Read);
+            self.arm(ctx, now + self.read_wakeup_ns, Timer::Read);
         }
         // tcp_data_queue: ICSK_ACK_NOW once the out-of-order queue has drained (RFC 5681 4.2).
         self.ack_check(ctx, now, filled_hole && self.ooo_count == 0);
@@ -496,10 +499,15 @@ mod tests {
             assert!(acks.is_empty(), "segment {k} of the burst: {acks:?}");
         }
         let fired = timers_until(&mut rx, &mut ctx, start + MS);
-        assert_eq!(fired.iter().map(|(t, p)| (*t, p.ack)).collect::<Vec<_>>(), [(start + READ_WAKEUP_NS, 26)]);
+        assert_eq!(fired.iter().map(|(t, p)| (*t, p.ack)).collect::<Vec<_>>(), [(start + DEFAULT_RECEIVER_WAKEUP.0, 26)]);
         // Segments further apart than the reader's wake-up: every second one at once, as before.
         assert!(!arrive(&mut rx, &mut ctx, start + 2 * MS, 26));
         assert!(arrive(&mut rx, &mut ctx, start + 3 * MS, 27));
+        // A reader that wakes at once (`receiver_wakeup = "0us"`) has read the burst's previous
+        // segment when the next arrives: every second one is acknowledged as it arrives.
+        rx.set_read_wakeup(0);
+        let acked: Vec<bool> = (0..8).map(|k| arrive(&mut rx, &mut ctx, start + 10 * MS + k as u64 * 1_200, 28 + k)).collect();
+        assert_eq!(acked, [false, true, false, true, false, true, false, true]);
     }
 
     #[test]

@@ -103,6 +103,7 @@ impl World {
                     tx.set_kernel_hz(f.kernel_hz);
                     let mut rx = TcpReceiver::new(receiver, fid, finite);
                     rx.set_kernel_hz(f.kernel_hz);
+                    rx.set_read_wakeup(f.receiver_wakeup.0);
                     comps.push(Comp::Sender(Box::new(tx)));
                     comps.push(Comp::Receiver(Box::new(rx)));
                 }
