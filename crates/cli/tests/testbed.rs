@@ -325,6 +325,7 @@ fn bad_scenarios_are_named() {
         ("[[aggregates.flows]]\nrtt = \"10ms\"\napp = { kind = \"lognormal\", rate = \"1mbit\" }\n", "aggregates[0].flows[0].app.kind"),
         ("[[aggregates.flows]]\nrtt = \"10ms\"\nstop = \"2s\"\n", "aggregates[0].flows[0].stop"),
         ("[[aggregates.flows]]\nrtt = \"10ms\"\nreceiver_wakeup = \"0us\"\n", "aggregates[0].flows[0].receiver_wakeup"),
+        ("[[aggregates.flows]]\nrtt = \"10ms\"\nack_jitter = \"0us\"\n", "aggregates[0].flows[0].ack_jitter"),
     ];
     for (flows, field) in cannot {
         let sc = scenario(&dir, "middlebox", "kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = 25000", flows, "4s", false);

@@ -37,6 +37,7 @@ fn errors_name_file_and_field() {
         ("start after the end", &GOOD.replace("rtt = \"10ms\"", "rtt = \"10ms\", start = \"2s\""), "aggregates[0].flows[0].start"),
         ("stop before start", &GOOD.replace("rtt = \"10ms\"", "rtt = \"10ms\", start = \"0.5s\", stop = \"0.5s\""), "aggregates[0].flows[0].stop"),
         ("kernel HZ Linux does not offer", &GOOD.replace("rtt = \"10ms\"", "rtt = \"10ms\", kernel_hz = 200"), "aggregates[0].flows[0].kernel_hz"),
+        ("ACK noise of a second", &GOOD.replace("rtt = \"10ms\"", "rtt = \"10ms\", ack_jitter = \"1s\""), "aggregates[0].flows[0].ack_jitter"),
         ("a reader asleep for a second", &GOOD.replace("rtt = \"10ms\"", "rtt = \"10ms\", receiver_wakeup = \"1s\""), "aggregates[0].flows[0].receiver_wakeup"),
         (
             "class fraction above 1",

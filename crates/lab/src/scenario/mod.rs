@@ -153,6 +153,15 @@ fn default_receiver_wakeup() -> Duration {
     DEFAULT_RECEIVER_WAKEUP
 }
 
+/// An ACK's extra delay beyond the flow's fastest, in sender captures of the testbed behind a
+/// policer (Linux 6.18, four runs): 10th-90th percentiles 50-85 µs to 195-305 µs, median 90-170 µs,
+/// which a uniform draw below 250 µs spans (median 125, 90th percentile 225).
+pub const DEFAULT_ACK_JITTER: Duration = Duration(250_000);
+
+fn default_ack_jitter() -> Duration {
+    DEFAULT_ACK_JITTER
+}
+
 fn one() -> u32 {
     1
 }
@@ -200,6 +209,12 @@ pub struct FlowConfig {
     /// receivers are real applications, so it refuses any other value.
     #[serde(default = "default_receiver_wakeup")]
     pub receiver_wakeup: Duration,
+    /// The hosts' timing noise on the ACK path: each ACK waits a further uniform random time below
+    /// this, never overtaking the one before (250 µs: the spread of ACK delays in the testbed's
+    /// captures; 0: a path without noise, on which flows of one RTT lock in phase). The testbed's
+    /// noise is its machine's, so it refuses any other value.
+    #[serde(default = "default_ack_jitter")]
+    pub ack_jitter: Duration,
     /// The customer the enforcers see (`Packet::aggregate`, CPQ's classifier key), so that
     /// several customers share one aggregate's queue. Default: the flow's aggregate id.
     #[serde(default)]
@@ -242,6 +257,7 @@ pub struct ResolvedFlow {
     pub pacing: bool,
     pub kernel_hz: u32,
     pub receiver_wakeup: Duration,
+    pub ack_jitter: Duration,
     pub customer: Option<u32>,
     /// Resolved aggregate ids of `via`.
     pub via: Vec<u32>,
@@ -375,6 +391,9 @@ fn resolve(sc: Scenario, file: &str) -> Result<Resolved, ScenarioError> {
                 if fc.receiver_wakeup.0 > 100_000_000 {
                     return Err(err(ff("receiver_wakeup"), "must be at most 100ms (a reader that sleeps longer stalls the window)".into()));
                 }
+                if fc.ack_jitter.0 > 100_000_000 {
+                    return Err(err(ff("ack_jitter"), "must be at most 100ms".into()));
+                }
                 let mut via = Vec::new();
                 for n in &fc.via {
                     let &(id, count) =
@@ -411,6 +430,7 @@ fn resolve(sc: Scenario, file: &str) -> Result<Resolved, ScenarioError> {
                         pacing: fc.pacing,
                         kernel_hz: fc.kernel_hz,
                         receiver_wakeup: fc.receiver_wakeup,
+                        ack_jitter: fc.ack_jitter,
                         customer: fc.customer,
                         via: via.clone(),
                     });

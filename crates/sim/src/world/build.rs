@@ -86,7 +86,8 @@ impl World {
                 let fwd = comps.len() as ComponentId;
                 comps.push(Comp::Pipe(Pipe::new(fwd, half)));
                 let rev = comps.len() as ComponentId;
-                comps.push(Comp::Pipe(Pipe::new(rev, f.rtt.0 - half)));
+                let ack_noise = ChaCha8Rng::seed_from_u64(mix(seed, 0xACC0_0000 + fid as u64));
+                comps.push(Comp::Pipe(Pipe::new(rev, f.rtt.0 - half).with_jitter(f.ack_jitter.0, ack_noise)));
                 let sender = comps.len() as ComponentId;
                 let receiver = sender + 1;
                 let udp = f.app.is_udp();
