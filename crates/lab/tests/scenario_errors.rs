@@ -25,7 +25,7 @@ fn the_reference_scenario_is_valid() {
 
 #[test]
 fn errors_name_file_and_field() {
-    let cases: [(&str, &str, &str); 12] = [
+    let cases: [(&str, &str, &str); 14] = [
         ("zero rate", &GOOD.replace("rate = \"10mbit\"", "rate = \"0mbit\""), "enforcer.rate"),
         ("zero aggregate rate", &GOOD.replace("[[aggregates]]", "[[aggregates]]\nrate = 0"), "aggregates.rate"),
         ("negative delay", &GOOD.replace("rtt = \"10ms\"", "rtt = \"-10ms\""), "aggregates.flows.rtt"),
