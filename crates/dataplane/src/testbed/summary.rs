@@ -5,7 +5,7 @@
 
 use super::plan::Plan;
 use super::tcp_counters::Counters;
-use super::traffic::Recorder;
+use super::traffic::{Recorder, WindowSample};
 use crate::middlebox::MiddleboxReport;
 use ratekit_core::metrics::jain;
 use ratekit_lab::summary::{self, AggSummary, EnforcerCounts, FlowSummary, FlowTcpInfo, RttClass, Summary, TestbedSection};
@@ -151,22 +151,23 @@ pub fn write(summary: &Summary, rec: &Recorder, plan: &Plan, dir: &Path) -> std:
     let s = &plan.resolved.scenario;
     let n_windows = (s.duration.0 / s.measure.window.0) as usize;
     let win_s = rec.window.as_secs_f64();
+    let samples: Vec<Vec<WindowSample>> = rec.samples.iter().map(|f| f.lock().map(|s| s.clone()).unwrap_or_default()).collect();
     for w in 0..n_windows {
         for f in &plan.flows {
             let i = f.id as usize;
             let b = rec.bytes[i][w].load(Ordering::Relaxed);
             write!(csv, "{:.3},{},{},{},{:.0},", w as f64 * win_s, f.id, f.aggregate, b, b as f64 * 8.0 / win_s)?;
-            match rec.cwnd_segments[i][w].load(Ordering::Relaxed) {
-                0 => write!(csv, ",,")?,
-                cwnd => write!(csv, "{cwnd},{:.3},", rec.srtt_us[i][w].load(Ordering::Relaxed) as f64 / 1e3)?,
+            let sample = samples[i].get(w).copied().unwrap_or_default();
+            match sample.cwnd_srtt_us {
+                Some((cwnd, srtt_us)) if cwnd > 0 => write!(csv, "{cwnd},{:.3},", srtt_us as f64 / 1e3)?,
+                _ => write!(csv, ",,")?,
             }
-            match rec.bbr_pacing_gain_x256[i][w].load(Ordering::Relaxed) {
-                0 => writeln!(csv, ",,")?,
-                gain => {
-                    let bw_mbps = rec.bbr_bw[i][w].load(Ordering::Relaxed) as f64 * 8e-6;
-                    let min_rtt_ms = rec.bbr_min_rtt_us[i][w].load(Ordering::Relaxed) as f64 / 1e3;
-                    writeln!(csv, "{bw_mbps:.4},{min_rtt_ms:.3},{:.2}", gain as f64 / 256.0)?
+            match sample.bbr {
+                Some(b) if b.pacing_gain_x256 > 0 => {
+                    let (bw_mbps, min_rtt_ms) = (b.bw_bytes_per_sec as f64 * 8e-6, b.min_rtt_us as f64 / 1e3);
+                    writeln!(csv, "{bw_mbps:.4},{min_rtt_ms:.3},{:.2}", b.pacing_gain_x256 as f64 / 256.0)?
                 }
+                _ => writeln!(csv, ",,")?,
             }
         }
     }

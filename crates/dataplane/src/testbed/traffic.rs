@@ -6,7 +6,7 @@
 //! carry the same header.
 
 use super::plan::Flow;
-use super::tcp_counters::{bbr_model, socket_info, window_state, FlowTcpInfo};
+use super::tcp_counters::{bbr_model, socket_info, window_state, BbrSample, FlowTcpInfo};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use ratekit_lab::arrivals::draw;
@@ -15,7 +15,7 @@ use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const MAGIC: u32 = 0x524b_5442; // "RKTB"
@@ -35,14 +35,17 @@ pub struct Recorder {
     /// ns after t0 at which a finite flow's last byte arrived (0: not yet).
     pub done_ns: Vec<AtomicU64>,
     pub delivered: Vec<AtomicU64>,
-    /// cwnd_segments[flow][window], 0 where the sender took no sample.
-    pub cwnd_segments: Vec<Vec<AtomicU64>>,
-    pub srtt_us: Vec<Vec<AtomicU64>>,
-    /// A BBR sender's TCP_CC_INFO per window: bandwidth (bytes/s), min_rtt (µs) and pacing
-    /// gain × 256, the gain 0 where there is no reading.
-    pub bbr_bw: Vec<Vec<AtomicU64>>,
-    pub bbr_min_rtt_us: Vec<Vec<AtomicU64>>,
-    pub bbr_pacing_gain_x256: Vec<Vec<AtomicU64>>,
+    /// samples[flow][window]: the sender's state as the window closed (only its own sender
+    /// thread writes a flow's), default where it took none.
+    pub samples: Vec<Mutex<Vec<WindowSample>>>,
+}
+
+/// A TCP sender's state as a window closed: TCP_INFO's cwnd (segments) and smoothed RTT (µs),
+/// and a BBR sender's TCP_CC_INFO; each None where the reading failed or there is none.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WindowSample {
+    pub cwnd_srtt_us: Option<(u32, u32)>,
+    pub bbr: Option<BbrSample>,
 }
 
 impl Recorder {
@@ -54,11 +57,7 @@ impl Recorder {
             bytes: (0..flows).map(|_| counters(windows)).collect(),
             done_ns: counters(flows),
             delivered: counters(flows),
-            cwnd_segments: (0..flows).map(|_| counters(windows)).collect(),
-            srtt_us: (0..flows).map(|_| counters(windows)).collect(),
-            bbr_bw: (0..flows).map(|_| counters(windows)).collect(),
-            bbr_min_rtt_us: (0..flows).map(|_| counters(windows)).collect(),
-            bbr_pacing_gain_x256: (0..flows).map(|_| counters(windows)).collect(),
+            samples: (0..flows).map(|_| Mutex::new(vec![WindowSample::default(); windows])).collect(),
         }
     }
 
@@ -76,18 +75,9 @@ impl Recorder {
         }
         *last = w;
         let Some(closed) = w.checked_sub(1) else { return };
-        let (Some(c), Some(r)) = (self.cwnd_segments.get(flow).and_then(|f| f.get(closed)), self.srtt_us.get(flow).and_then(|f| f.get(closed))) else { return };
-        if let Ok((cwnd, srtt_us)) = window_state(sock) {
-            c.store(cwnd as u64, Ordering::Relaxed);
-            r.store(srtt_us as u64, Ordering::Relaxed);
-        }
-        if let Ok(Some(b)) = bbr_model(sock) {
-            let cells = [&self.bbr_bw, &self.bbr_min_rtt_us, &self.bbr_pacing_gain_x256];
-            for (cells, v) in cells.into_iter().zip([b.bw_bytes_per_sec, b.min_rtt_us as u64, b.pacing_gain_x256 as u64]) {
-                if let Some(cell) = cells.get(flow).and_then(|f| f.get(closed)) {
-                    cell.store(v, Ordering::Relaxed);
-                }
-            }
+        let Some(mut samples) = self.samples.get(flow).and_then(|f| f.lock().ok()) else { return };
+        if let Some(cell) = samples.get_mut(closed) {
+            *cell = WindowSample { cwnd_srtt_us: window_state(sock).ok(), bbr: bbr_model(sock).ok().flatten() };
         }
     }
 
