@@ -554,25 +554,7 @@ mod tests {
     /// `size` ms apart (the same rate whatever the size): its ACK-aggregation allowance.
     fn allowance(size: u32, acks: u32) -> u32 {
         let mut bbr = Bbr::new(1);
-        let mut c = Conn {
-            now_ns: 0,
-            cwnd: 40,
-            cwnd_cnt: 0,
-            ssthresh: u32::MAX,
-            snd_nxt: 0,
-            snd_una: 0,
-            in_flight: 20,
-            cwnd_limited: true,
-            min_rtt_ns: 20_000_000,
-            srtt_ns: 20_000_000,
-            delivered: 0,
-            lost: 0,
-            ca_state: CaState::Open,
-            mss: 1448,
-            edt_ns: 0,
-            fq_paced: false,
-            app_limited: 0,
-        };
+        let mut c = Conn { in_flight: 20, cwnd_limited: true, min_rtt_ns: 20_000_000, srtt_ns: 20_000_000, ..Conn::new(40, 1448) };
         bbr.init(&c);
         bbr.full_bw_reached = true;
         bbr.mode = Mode::ProbeBw;

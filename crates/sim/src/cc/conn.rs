@@ -37,6 +37,31 @@ pub struct Conn {
     pub app_limited: u64,
 }
 
+impl Conn {
+    /// A connection before anything was sent or measured: `cwnd` segments of `mss` bytes.
+    pub fn new(cwnd: u32, mss: u32) -> Conn {
+        Conn {
+            now_ns: 0,
+            cwnd,
+            cwnd_cnt: 0,
+            ssthresh: u32::MAX,
+            snd_nxt: 0,
+            snd_una: 0,
+            in_flight: 0,
+            cwnd_limited: false,
+            min_rtt_ns: u64::MAX,
+            srtt_ns: 0,
+            delivered: 0,
+            lost: 0,
+            ca_state: CaState::Open,
+            mss,
+            edt_ns: 0,
+            fq_paced: false,
+            app_limited: 0,
+        }
+    }
+}
+
 /// A delivery-rate sample (net/ipv4/tcp_rate.c), taken on every ACK.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RateSample {

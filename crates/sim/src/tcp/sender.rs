@@ -116,25 +116,7 @@ impl TcpSender {
             flow,
             cc,
             app,
-            conn: Conn {
-                now_ns: 0,
-                cwnd: INIT_CWND,
-                cwnd_cnt: 0,
-                ssthresh: u32::MAX,
-                snd_nxt: 0,
-                snd_una: 0,
-                in_flight: 0,
-                cwnd_limited: false,
-                min_rtt_ns: u64::MAX,
-                srtt_ns: 0,
-                delivered: 0,
-                lost: 0,
-                ca_state: CaState::Open,
-                mss: MSS,
-                edt_ns: 0,
-                fq_paced: false,
-                app_limited: 0,
-            },
+            conn: Conn::new(INIT_CWND, MSS),
             segs: VecDeque::new(),
             sacked_out: 0,
             lost_out: 0,
@@ -171,12 +153,12 @@ impl TcpSender {
         }
     }
 
-    /// Paces a model that does not pace itself as Linux does under the fq qdisc: each segment
-    /// leaves len/rate after the previous one. BBR paces itself and ignores this.
     pub fn set_kernel_hz(&mut self, hz: u32) {
         self.wheel = TimerWheel::hz(hz);
     }
 
+    /// Paces a model that does not pace itself as Linux does under the fq qdisc: each segment
+    /// leaves len/rate after the previous one. BBR paces itself and ignores this.
     pub fn set_pacing(&mut self, on: bool) {
         self.fq_pacing = on;
         self.conn.fq_paced = on;
