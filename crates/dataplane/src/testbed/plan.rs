@@ -159,7 +159,6 @@ fn check_app(app: &AppConfig) -> Result<(), (&'static str, &'static str)> {
     }
 }
 
-
 /// This kernel's CONFIG_HZ, from its config (/proc/config.gz or /boot/config-RELEASE) when one is there.
 fn host_hz() -> Option<u32> {
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;

@@ -388,11 +388,11 @@ fn resolve(sc: Scenario, file: &str) -> Result<Resolved, ScenarioError> {
                 if ![100, 250, 300, 1000].contains(&fc.kernel_hz) {
                     return Err(err(ff("kernel_hz"), format!("{} is not a CONFIG_HZ Linux offers (100, 250, 300 or 1000)", fc.kernel_hz)));
                 }
-                if fc.receiver_wakeup.0 > 100_000_000 {
-                    return Err(err(ff("receiver_wakeup"), "must be at most 100ms (a reader that sleeps longer stalls the window)".into()));
-                }
-                if fc.ack_jitter.0 > 100_000_000 {
-                    return Err(err(ff("ack_jitter"), "must be at most 100ms".into()));
+                // A host that sleeps or stalls its ACKs longer than this stalls the window.
+                for (name, d) in [("receiver_wakeup", fc.receiver_wakeup), ("ack_jitter", fc.ack_jitter)] {
+                    if d.0 > 100_000_000 {
+                        return Err(err(ff(name), "must be at most 100ms".into()));
+                    }
                 }
                 let mut via = Vec::new();
                 for n in &fc.via {
