@@ -239,7 +239,7 @@ def figure(rows, flows, path):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("grid")
     ap.add_argument("--out", required=True)
     ap.add_argument("--runs", type=int)

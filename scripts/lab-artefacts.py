@@ -75,7 +75,7 @@ def reorder(records, nanos, rng):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("in_dir")
     ap.add_argument("out_dir")
     ap.add_argument("--seed", type=int, default=1)
