@@ -6,6 +6,7 @@ checked and passed on by `ratekit testbed sim-scenario`), each several times wit
 differences are tabulated against the issue's targets.
 
 usage (as root): scripts/calibrate.py GRID.toml --out DIR [--runs N] [--sim-runs M] [--only NAME[,NAME...]] [--quick | --sample] [--reuse]
+usage (no root): scripts/calibrate.py GRID.toml --out DIR --linux RUNS.jsonl [--sim-runs M] [--only ...] [--quick | --sample]
   --runs      testbed runs per case (default: the grid's `runs`, else 3), seeds 1..N
   --sim-runs  simulator runs per case, seeds 1..M (default: N, at least 10): a simulated run costs a
               fraction of a second, and over 10 seeds the simulator's mean is less a matter of luck (with
@@ -13,7 +14,13 @@ usage (as root): scripts/calibrate.py GRID.toml --out DIR [--runs N] [--sim-runs
   --quick   only the cases marked `quick = true`
   --sample  the quick cases and those marked `sample = true` (a spread over every axis of the grid)
   --reuse   keep the runs whose summary.json is already in DIR (an interrupted grid goes on)
-Writes DIR/runs.csv (one row per case, system, run and flow), DIR/table.md and DIR/table.csv (per
+  --linux   judge the simulator against stored Linux runs instead of the testbed (no root, no
+            namespaces): the JSON lines another calibration wrote to its DIR/linux-runs.jsonl, e.g.
+            scenarios/calibrate/linux-runs.jsonl. Only the selected cases with stored runs are judged,
+            and a stored run counts only if the scenario it was measured on is the one this grid
+            writes for its case and seed now (an edited case needs new Linux runs, not old ones).
+Writes DIR/linux-runs.jsonl (each judged Linux run's measures, the scenario's SHA-256, the kernel and
+the day it was measured: what a later --linux needs), DIR/runs.csv (one row per case, system, run and flow), DIR/table.md and DIR/table.csv (per
 case: Linux's mean and run-to-run range beside the simulator's, and whether each target holds),
 DIR/differences.png (each CC's share, Jain's index and every flow's mean goodput, Linux against the
 simulator), and each run's own output under
@@ -27,6 +34,7 @@ within 0.05.
 """
 import argparse
 import csv
+import hashlib
 import json
 import os
 import statistics
@@ -157,6 +165,34 @@ def metrics(summary_path, warmup_s, window_s):
             "recoveries_per_flow_s": recoveries / per_flow_s}
 
 
+def scenario_digest(text):
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def load_linux_runs(path):
+    """Stored Linux runs: {case: {seed: record}}, the last record of a case and seed winning (a file
+    that was appended to after a rerun)."""
+    stored = {}
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                stored.setdefault(rec["case"], {})[int(rec["seed"])] = rec
+            except (ValueError, KeyError, TypeError) as e:
+                sys.exit(f"calibrate: {path} line {n}: not a stored Linux run ({e})")
+    return stored
+
+
+def linux_record(case_name, seed, text, summary_path, m):
+    """One Linux run as --linux reads it back: its measures, what it was measured on and when."""
+    with open(summary_path) as f:
+        kernel = (json.load(f).get("testbed") or {}).get("kernel")
+    measured = time.strftime("%Y-%m-%d", time.gmtime(os.path.getmtime(summary_path)))
+    return {"case": case_name, "seed": seed, "scenario_sha256": scenario_digest(text), "kernel": kernel, "measured": measured, "metrics": m}
+
+
 def spread(values):
     return f"{min(values):.2f}-{max(values):.2f}"
 
@@ -248,6 +284,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--sample", action="store_true")
     ap.add_argument("--reuse", action="store_true")
+    ap.add_argument("--linux", help="stored Linux runs (JSON lines) to judge against instead of the testbed")
     args = ap.parse_args()
     with open(args.grid, "rb") as f:
         grid = tomllib.load(f)
@@ -260,30 +297,47 @@ def main():
     if args.only:
         want = set(args.only.split(","))
         cases = [c for c in cases if c["name"] in want]
+    stored = load_linux_runs(args.linux) if args.linux else None
+    if stored is not None:
+        missing = [c["name"] for c in cases if c["name"] not in stored]
+        if missing:
+            print(f"calibrate: {len(missing)} selected cases have no stored Linux runs in {args.linux}, skipped", file=sys.stderr)
+        cases = [c for c in cases if c["name"] in stored]
     if not cases:
         sys.exit("calibrate: no case selected")
     runs = args.runs or defaults.get("runs", 3)
     sim_runs = args.sim_runs or max(runs, 10)
-    if sim_runs < runs:
+    stored_runs = max((len(stored[c["name"]]) for c in cases), default=0) if stored is not None else runs
+    if sim_runs < stored_runs:
         sys.exit("calibrate: --sim-runs must be at least --runs (each testbed run has its simulated twin)")
     ratekit = os.environ.get("RATEKIT", "target/release/ratekit")
     os.makedirs(args.out, exist_ok=True)
-    results, raw, flow_pairs = [], [], []
+    results, raw, flow_pairs, linux_records = [], [], [], []
     start = time.time()
     for k, case in enumerate(cases):
         d = os.path.join(args.out, case["name"])
         os.makedirs(d, exist_ok=True)
         per = {"testbed": [], "sim": []}
         warmup_s, window_s = (seconds(setting(case, defaults, key)) for key in ("warmup", "window"))
-        for seed in range(1, sim_runs + 1):
+        linux_seeds = sorted(stored[case["name"]]) if stored is not None else list(range(1, runs + 1))
+        for seed in range(1, max(sim_runs, len(linux_seeds)) + 1):
+            text = scenario(case, defaults, seed)
             tb = os.path.join(d, f"testbed-{seed}.toml")
             with open(tb, "w") as f:
-                f.write(scenario(case, defaults, seed))
+                f.write(text)
             sim_toml = os.path.join(d, f"sim-{seed}.toml")
             with open(sim_toml, "w") as f:
                 subprocess.run([ratekit, "testbed", "sim-scenario", tb], stdout=f, check=True)
-            systems = (("testbed", [ratekit, "testbed", "run", tb]), ("sim", [ratekit, "sim", sim_toml]))
-            for system, cmd in systems[(0 if seed <= runs else 1):]:
+            systems = [("sim", [ratekit, "sim", sim_toml])] if seed <= sim_runs else []
+            if seed in linux_seeds and stored is None:
+                systems.insert(0, ("testbed", [ratekit, "testbed", "run", tb]))
+            if seed in linux_seeds and stored is not None:
+                rec = stored[case["name"]][seed]
+                if rec.get("scenario_sha256") != scenario_digest(text):
+                    sys.exit(f"calibrate: the stored Linux run of {case['name']} seed {seed} was measured on another scenario than the grid's now; measure it again")
+                per["testbed"].append(rec["metrics"])
+                linux_records.append(rec)
+            for system, cmd in systems:
                 out = os.path.join(d, f"{system}-{seed}")
                 if not (args.reuse and os.path.exists(os.path.join(out, "summary.json"))):
                     run(cmd + ["--out", out], out + ".log")
@@ -292,14 +346,20 @@ def main():
                         run(cmd + ["--out", out], out + ".log")
                 m = metrics(os.path.join(out, "summary.json"), warmup_s, window_s)
                 per[system].append(m)
+                if system == "testbed":
+                    linux_records.append(linux_record(case["name"], seed, text, os.path.join(out, "summary.json"), m))
+            print(f"calibrate: {case['name']} seed {seed} ({k + 1}/{len(cases)} cases, {time.time() - start:.0f} s)", file=sys.stderr)
+        for system in ("testbed", "sim"):
+            for seed, m in zip(linux_seeds if system == "testbed" else range(1, sim_runs + 1), per[system]):
                 for i, g in enumerate(m["goodput"]):
                     raw.append({"case": case["name"], "system": system, "seed": seed, "flow": i, "cc": m["cc"][i],
                                 "goodput_bps": f"{g:.0f}", "jain": f"{m['jain']:.4f}", "drop_rate": m["drop_rate"],
                                 "retransmits": m["retransmits"][i], "timeouts": m["timeouts"][i]})
-            print(f"calibrate: {case['name']} seed {seed} ({k + 1}/{len(cases)} cases, {time.time() - start:.0f} s)", file=sys.stderr)
         results.append((case["name"], judge(per["testbed"], per["sim"])))
         for i in range(len(per["testbed"][0]["goodput"])):
             flow_pairs.append(tuple(statistics.mean(r["ranked"][i] for r in per[system]) for system in ("testbed", "sim")))
+    with open(os.path.join(args.out, "linux-runs.jsonl"), "w") as f:
+        f.writelines(json.dumps(rec, sort_keys=True) + "\n" for rec in linux_records)
     with open(os.path.join(args.out, "runs.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(raw[0]))
         w.writeheader()
@@ -323,7 +383,8 @@ def main():
             every = all(ok for _, (_, _, ok, _) in res.items() if ok is not None)
             md.append(f"| {name} | {shares} | {lj:.3f} [{jr}] → {sj:.3f}{'' if jok else ' ✗'} | {fo}/{fn} | {100 * ld:.1f} % → {100 * sd:.1f} % | {lr:.2f} → {sr:.2f} | {lx:.1f} → {sx:.1f} | {lc:.2f} → {sc:.2f} | {pct(0)} → {pct(1)} | {'yes' if every else '**no**'} |")
     held = sum(1 for _, res in results if all(ok for _, (_, _, ok, _) in res.items() if ok is not None))
-    each = f"{runs} runs each" if sim_runs == runs else f"{runs} Linux runs and {sim_runs} simulator runs each"
+    linux_runs = f"{runs} Linux runs" if stored is None else f"the Linux runs stored in {args.linux}"
+    each = f"{runs} runs each" if sim_runs == runs and stored is None else f"{linux_runs} and {sim_runs} simulator runs each"
     md += ["", f"{held} of {len(results)} cases meet every target ({each})."]
     with open(os.path.join(args.out, "table.md"), "w") as f:
         f.write("\n".join(md) + "\n")

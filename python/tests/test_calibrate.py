@@ -3,6 +3,8 @@ judges a case by. The testbed half needs root and minutes per case; these need n
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import subprocess
 import sys
 import tomllib
@@ -75,3 +77,58 @@ def test_help_prints_the_whole_docstring(script):
     spec.loader.exec_module(module)
     shown = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True, check=True).stdout
     assert module.__doc__.strip().splitlines()[-1].strip() in shown
+
+
+TINY_GRID = """[defaults]
+duration = "2s"
+window = "250ms"
+warmup = "500ms"
+rtt = "20ms"
+
+[[case]]
+name = "tiny"
+placement = "tc"
+rate = "RATE"
+enforcer = { kind = "token_bucket", rate = "RATE", burst = 50000 }
+flows = [{ cc = "cubic", count = 1 }]
+"""
+
+
+def stored_run(calibrate, grid_text, seed, goodput):
+    grid = tomllib.loads(grid_text)
+    text = calibrate.scenario(grid["case"][0], grid["defaults"], seed)
+    m = {"cc": ["cubic"], "goodput": [goodput], "ranked": [goodput], "shares": {"cubic": 1.0}, "jain": 1.0,
+         "drop_rate": 0.05, "retransmits": [None], "timeouts": [None], **{k: 0.0 for k in ("rto_per_flow_s", "retx_per_flow_s", "recoveries_per_flow_s", "p10", "p50", "p90")}}
+    return {"case": "tiny", "seed": seed, "scenario_sha256": calibrate.scenario_digest(text), "kernel": "test", "measured": "2026-11-26", "metrics": m}
+
+
+def calibrate_against(tmp_path, cli, grid_text, records):
+    tmp_path.mkdir(exist_ok=True)
+    grid, stored = tmp_path / "grid.toml", tmp_path / "linux.jsonl"
+    grid.write_text(grid_text)
+    stored.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return subprocess.run([sys.executable, str(SCRIPT), str(grid), "--out", str(tmp_path / "o"), "--linux", str(stored), "--sim-runs", "2"],
+                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "RATEKIT": str(cli)}, timeout=300)
+
+
+def test_stored_linux_runs_judge_the_simulator_without_the_testbed(calibrate, cli, tmp_path):
+    grid = TINY_GRID.replace("RATE", "10mbit")
+    # One CUBIC flow at 9.3 Mbit/s through the 10 Mbit/s bucket: the simulator meets it; judged against
+    # a 2 Mbit/s Linux flow, it must not.
+    fair = [stored_run(calibrate, grid, seed, 9.3e6) for seed in (1, 2)]
+    r = calibrate_against(tmp_path / "fair", cli, grid, fair)
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "fair" / "o"
+    assert "| tiny |" in (out / "table.md").read_text() and "| 1/1 |" in (out / "table.md").read_text()
+    assert [json.loads(line) for line in (out / "linux-runs.jsonl").read_text().splitlines()] == fair, "what it judged against is written back as it was read"
+    starved = [stored_run(calibrate, grid, seed, 2e6) for seed in (1, 2)]
+    r = calibrate_against(tmp_path / "starved", cli, grid, starved)
+    assert r.returncode == 0, r.stderr
+    assert "| 0/1 |" in (tmp_path / "starved" / "o" / "table.md").read_text()
+
+
+def test_a_stored_run_of_another_scenario_is_refused(calibrate, cli, tmp_path):
+    measured_at_2m = [stored_run(calibrate, TINY_GRID.replace("RATE", "2mbit"), seed, 1e6) for seed in (1, 2)]
+    r = calibrate_against(tmp_path, cli, TINY_GRID.replace("RATE", "10mbit"), measured_at_2m)
+    assert r.returncode != 0 and "tiny seed 1" in r.stderr and "another scenario" in r.stderr, r.stderr
+
