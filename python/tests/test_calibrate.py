@@ -145,3 +145,18 @@ def test_every_stored_linux_run_was_measured_on_the_grids_scenario(calibrate):
         assert sorted(runs) == list(range(1, grid["defaults"]["runs"] + 1)), f"{name}: one stored run per seed of the grid's runs"
         for seed, rec in runs.items():
             assert rec["scenario_sha256"] == calibrate.scenario_digest(calibrate.scenario(cases[name], grid["defaults"], seed)), f"{name} seed {seed}"
+
+
+def test_a_miss_is_read_as_linuxs_spread_the_simulators_other_seeds_or_neither(calibrate):
+    def case(linux_jains, sim_jains):
+        linux = [run_metrics({"cubic": 1.0}, j, [1e6]) for j in linux_jains]
+        sim = [run_metrics({"cubic": 1.0}, j, [1e6]) for j in sim_jains]
+        return calibrate.judge(linux, sim), calibrate.judge(linux, sim[:len(linux)])
+    spread = case([0.60, 0.90, 0.75], [0.85] * 10)
+    other_seeds = case([0.90] * 3, [0.90] * 3 + [0.70] * 7)
+    wrong = case([0.90] * 3, [0.70] * 10)
+    fine = case([0.90] * 3, [0.91] * 10)
+    results = [("spread", spread[0]), ("other_seeds", other_seeds[0]), ("wrong", wrong[0]), ("fine", fine[0])]
+    md, summary = calibrate.misses_table(results, {"spread": spread[1], "other_seeds": other_seeds[1], "wrong": wrong[1], "fine": fine[1]})
+    assert md[2:] == ["| spread | jain | yes | no |", "| other_seeds | jain | no | yes |", "| wrong | jain | no | no |"]
+    assert "Of the 3 that miss: 1 inside Linux's own run range" in summary and "1 more meeting every target on Linux's own seeds, 1 neither" in summary
