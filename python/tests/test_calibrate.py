@@ -160,3 +160,21 @@ def test_a_miss_is_read_as_linuxs_spread_the_simulators_other_seeds_or_neither(c
     md, summary = calibrate.misses_table(results, {"spread": spread[1], "other_seeds": other_seeds[1], "wrong": wrong[1], "fine": fine[1]})
     assert md[2:] == ["| spread | jain | yes | no |", "| other_seeds | jain | no | yes |", "| wrong | jain | no | no |"]
     assert "Of the 3 that miss: 1 inside Linux's own run range" in summary and "1 more meeting every target on Linux's own seeds, 1 neither" in summary
+
+
+# One case per enforcer, at 2 and 10 Mbit/s (a few seconds of simulation in all), that met every target
+# against its stored Linux runs when they were committed: a change to the TCP models or enforcers that
+# moves the simulator away from Linux here fails without root or a testbed.
+REGRESSION_CASES = ("tb1p-4r-2m-100ms,tbf50k-1c1b-10m-10ms,tbf50k-4c4b-2m-10ms,fp50k-4c4b-2m-10ms,bcpqp-2c2b-2m-100ms,"
+                    "htb15k-1c1b-2m-10ms,htbbdp-4c-10m-40ms")
+
+
+def test_the_simulator_still_meets_stored_linux_runs(cli, tmp_path):
+    r = subprocess.run([sys.executable, str(SCRIPT), str(ROOT / "scenarios" / "calibrate" / "grid.toml"), "--out", str(tmp_path),
+                        "--linux", str(ROOT / "scenarios" / "calibrate" / "linux-runs.jsonl"), "--only", REGRESSION_CASES],
+                       capture_output=True, text=True, cwd=ROOT, env={**os.environ, "RATEKIT": str(cli)}, timeout=600)
+    assert r.returncode == 0, r.stderr
+    rows = [line for line in (tmp_path / "table.md").read_text().splitlines() if line.startswith("| ") and not line.startswith("| case")]
+    assert len(rows) == len(REGRESSION_CASES.split(",")), "every regression case has stored Linux runs"
+    missed = [row.split(" | ")[0][2:] for row in rows if not row.endswith("| yes |")]
+    assert not missed, f"no longer within issue 14's targets of Linux: {missed}"
