@@ -358,7 +358,7 @@ def main():
         per = {"testbed": [], "sim": []}
         warmup_s, window_s = (seconds(setting(case, defaults, key)) for key in ("warmup", "window"))
         linux_seeds = sorted(stored[case["name"]]) if stored is not None else list(range(1, runs + 1))
-        for seed in range(1, max(sim_runs, len(linux_seeds)) + 1):
+        for seed in range(1, max(sim_runs, *linux_seeds) + 1):
             text = scenario(case, defaults, seed)
             tb = os.path.join(d, f"testbed-{seed}.toml")
             with open(tb, "w") as f:
@@ -369,7 +369,7 @@ def main():
             systems = [("sim", [ratekit, "sim", sim_toml])] if seed <= sim_runs else []
             if seed in linux_seeds and stored is None:
                 systems.insert(0, ("testbed", [ratekit, "testbed", "run", tb]))
-            if seed in linux_seeds and stored is not None:
+            elif seed in linux_seeds:
                 rec = stored[case["name"]][seed]
                 if rec.get("scenario_sha256") != scenario_digest(text):
                     sys.exit(f"calibrate: the stored Linux run of {case['name']} seed {seed} was measured on another scenario than the grid's now; measure it again")
@@ -420,9 +420,9 @@ def main():
             lx, sx, _, _ = res["retx_per_flow_s"]
             lc, sc, _, _ = res["recoveries_per_flow_s"]
             pct = lambda i: " ".join(f"{res[k][i]:.2f}" for k in ("p10", "p50", "p90"))
-            every = all(ok for _, (_, _, ok, _) in res.items() if ok is not None)
+            every = not missed(res)
             md.append(f"| {name} | {shares} | {lj:.3f} [{jr}] → {sj:.3f}{'' if jok else ' ✗'} | {fo}/{fn} | {100 * ld:.1f} % → {100 * sd:.1f} % | {lr:.2f} → {sr:.2f} | {lx:.1f} → {sx:.1f} | {lc:.2f} → {sc:.2f} | {pct(0)} → {pct(1)} | {'yes' if every else '**no**'} |")
-    held = sum(1 for _, res in results if all(ok for _, (_, _, ok, _) in res.items() if ok is not None))
+    held = sum(1 for _, res in results if not missed(res))
     linux_runs = f"{runs} Linux runs" if stored is None else f"the Linux runs stored in {args.linux}"
     each = f"{runs} runs each" if sim_runs == runs and stored is None else f"{linux_runs} and {sim_runs} simulator runs each"
     misses_md, misses_summary = misses_table(results, on_linux_seeds)

@@ -97,8 +97,7 @@ flows = [{ cc = "cubic", count = 1 }]
 def stored_run(calibrate, grid_text, seed, goodput):
     grid = tomllib.loads(grid_text)
     text = calibrate.scenario(grid["case"][0], grid["defaults"], seed)
-    m = {"cc": ["cubic"], "goodput": [goodput], "ranked": [goodput], "shares": {"cubic": 1.0}, "jain": 1.0,
-         "drop_rate": 0.05, "retransmits": [None], "timeouts": [None], **{k: 0.0 for k in ("rto_per_flow_s", "retx_per_flow_s", "recoveries_per_flow_s", "p10", "p50", "p90")}}
+    m = {**run_metrics({"cubic": 1.0}, 1.0, [goodput]), "cc": ["cubic"], "goodput": [goodput], "retransmits": [None], "timeouts": [None]}
     return {"case": "tiny", "seed": seed, "scenario_sha256": calibrate.scenario_digest(text), "kernel": "test", "measured": "2026-11-26", "metrics": m}
 
 
