@@ -58,9 +58,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if args.quiet { Box::new(Silent) } else { Box::new(Bar::new("reproduce [{elapsed_precise}] {wide_bar} {percent}% eta {eta} {msg}")) };
     let outcome = reproduction.run(&args.out, args.threads, &simulate, progress.as_ref())?;
     eprintln!(
-        "{} of {} claims hold over {} scenarios ({} simulations, {:.0} s); report: {}",
+        "{} of {} claims hold, {} with a failing control ({} whose control passes too) over {} scenarios ({} simulations, {:.0} s); report: {}",
         outcome.passed,
         outcome.claims,
+        outcome.controlled,
+        outcome.flagged,
         reproduction.files.len(),
         reproduction.jobs.len(),
         wall.elapsed().as_secs_f64(),

@@ -34,6 +34,17 @@ pub struct ClaimResult {
     pub tolerance_text: String,
     pub pass: bool,
     pub note: String,
+    /// The claim measured on its negative control; `null` while the claim names none.
+    pub control: Option<ControlResult>,
+}
+
+/// A claim judged on the run where it should not hold.
+#[derive(Debug, Clone, Serialize)]
+pub struct ControlResult {
+    pub run: String,
+    pub ratekit: Option<f64>,
+    /// True when the control passes too, i.e. the claim cannot tell the systems apart.
+    pub pass: bool,
 }
 
 fn is_default(s: &Selector) -> bool {
@@ -41,7 +52,8 @@ fn is_default(s: &Selector) -> bool {
 }
 
 impl ClaimResult {
-    pub fn new(c: &Claim, v: f64) -> Self {
+    /// `control` is the control's run and the claim's number measured there.
+    pub fn new(c: &Claim, v: f64, control: Option<(&str, f64)>) -> Self {
         ClaimResult {
             name: c.name.clone(),
             metric: c.metric.clone(),
@@ -55,6 +67,30 @@ impl ClaimResult {
             tolerance_text: c.tolerance.describe(),
             pass: c.tolerance.holds(v, c.paper),
             note: c.note.clone(),
+            control: control.map(|(run, v)| ControlResult {
+                run: run.to_string(),
+                ratekit: v.is_finite().then_some(v),
+                pass: c.tolerance.holds(v, c.paper),
+            }),
+        }
+    }
+
+    /// A wrong system (the control) fails the claim, so the claim can tell it from a right one.
+    pub fn control_fails(&self) -> bool {
+        self.control.as_ref().is_some_and(|c| !c.pass)
+    }
+
+    /// The control passes too: the claim cannot tell a right system from a wrong one.
+    pub fn flagged(&self) -> bool {
+        self.control.as_ref().is_some_and(|c| c.pass)
+    }
+
+    /// The control's run, number and verdict, for the report's tables.
+    fn control_cells(&self) -> [String; 3] {
+        match &self.control {
+            None => ["none yet".into(), String::new(), String::new()],
+            Some(c) if c.pass => [c.run.clone(), num(c.ratekit), "PASSES TOO: cannot tell right from wrong".into()],
+            Some(c) => [c.run.clone(), num(c.ratekit), "fails".into()],
         }
     }
 }
@@ -228,6 +264,10 @@ fn figure(file: String, spec: &FigureSpec, runs: &[(&Job, &RunResult)]) -> Figur
 pub struct Outcome {
     pub claims: usize,
     pub passed: usize,
+    /// Claims whose negative control fails them.
+    pub controlled: usize,
+    /// Claims whose negative control passes them too.
+    pub flagged: usize,
     /// Why no PNG/SVG was drawn, if none was.
     pub figures_skipped: Option<String>,
 }
@@ -255,7 +295,16 @@ fn esc(s: &str) -> String {
 
 pub fn write(out: &Path, scenarios: &[ScenarioResult], quick: bool, wall_s: f64) -> anyhow::Result<Outcome> {
     let claims: usize = scenarios.iter().map(|s| s.claims.len()).sum();
-    let passed: usize = scenarios.iter().map(|s| s.claims.iter().filter(|c| c.pass).count()).sum();
+    let count = |keep: fn(&ClaimResult) -> bool| -> usize { scenarios.iter().map(|s| s.claims.iter().filter(|c| keep(c)).count()).sum() };
+    let passed = count(|c| c.pass);
+    let controlled = count(ClaimResult::control_fails);
+    let flagged = count(ClaimResult::flagged);
+    let summary = format!(
+        "{passed} of {claims} claims hold. Claims with a failing control (a wrong system fails them): {controlled}; \
+         with a control that passes too (flagged: they cannot tell a right system from a wrong one): {flagged}; \
+         without a control yet: {}.",
+        claims - controlled - flagged
+    );
     let figdir = out.join("figures");
     std::fs::create_dir_all(&figdir).with_context(|| format!("creating {}", figdir.display()))?;
     for f in scenarios.iter().flat_map(|s| &s.figures) {
@@ -269,6 +318,8 @@ pub fn write(out: &Path, scenarios: &[ScenarioResult], quick: bool, wall_s: f64)
         "wall_seconds": wall_s,
         "claims": claims,
         "passed": passed,
+        "failing_controls": controlled,
+        "passing_controls": flagged,
         "scenarios": scenarios,
     });
     atomic_write(&out.join("claims.json"), &(serde_json::to_string_pretty(&json)? + "\n"))?;
@@ -276,20 +327,23 @@ pub fn write(out: &Path, scenarios: &[ScenarioResult], quick: bool, wall_s: f64)
     let mut md = String::new();
     let mode = if quick { "quick (reduced scale; see each scenario's note)" } else { "full" };
     writeln!(md, "# ratekit reproduce: the papers' claims\n")?;
-    writeln!(md, "Mode: {mode}. {passed} of {claims} claims hold. Wall time {wall_s:.0} s. Each tolerance was written in the")?;
-    writeln!(md, "scenario file (scenarios/paper/) before the run; docs/reproduce.md explains every mismatch.\n")?;
-    writeln!(md, "| scenario | paper | claims held |\n|---|---|---|")?;
+    writeln!(md, "Mode: {mode}. {summary} Wall time {wall_s:.0} s. Each tolerance was written in the")?;
+    writeln!(md, "scenario file (scenarios/paper/) before the run; each claim's control is a run of the same file where")?;
+    writeln!(md, "the claim should not hold; docs/reproduce.md explains every mismatch.\n")?;
+    writeln!(md, "| scenario | paper | claims held | failing controls |\n|---|---|---|---|")?;
     for s in scenarios {
         let ok = s.claims.iter().filter(|c| c.pass).count();
-        writeln!(md, "| [{}](#{}) | {} {} | {ok} / {} |", s.name, s.name, s.paper, s.figure, s.claims.len())?;
+        let controlled = s.claims.iter().filter(|c| c.control_fails()).count();
+        writeln!(md, "| [{}](#{}) | {} {} | {ok} / {} | {controlled} / {} |", s.name, s.name, s.paper, s.figure, s.claims.len(), s.claims.len())?;
     }
     let mut html = String::from(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>ratekit reproduce</title><style>\
          body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse}\
          td,th{border:1px solid #bbb;padding:3px 6px;font-size:90%}.pass{background:#dfd}.fail{background:#fdd}\
+         .flag{background:#fd8;font-weight:bold}\
          img{max-width:100%}</style></head><body>\n",
     );
-    writeln!(html, "<h1>ratekit reproduce: the papers' claims</h1><p>Mode: {mode}. {passed} of {claims} claims hold. Wall time {wall_s:.0} s.</p>")?;
+    writeln!(html, "<h1>ratekit reproduce: the papers' claims</h1><p>Mode: {mode}. {} Wall time {wall_s:.0} s.</p>", esc(&summary))?;
     for s in scenarios {
         writeln!(md, "\n## {}\n\n{} {}: {}", s.name, s.paper, s.figure, s.title)?;
         writeln!(html, "<h2 id=\"{0}\">{0}</h2><p>{1} {2}: {3}</p>", esc(&s.name), esc(&s.paper), esc(&s.figure), esc(&s.title))?;
@@ -297,8 +351,8 @@ pub fn write(out: &Path, scenarios: &[ScenarioResult], quick: bool, wall_s: f64)
             writeln!(md, "\nQuick mode: {}", s.quick_note)?;
             writeln!(html, "<p><i>Quick mode: {}</i></p>", esc(&s.quick_note))?;
         }
-        writeln!(md, "\n| claim | metric | run | paper | ratekit | tolerance | result | note |\n|---|---|---|---|---|---|---|---|")?;
-        writeln!(html, "<table><tr><th>claim</th><th>metric</th><th>run</th><th>paper</th><th>ratekit</th><th>tolerance</th><th>result</th><th>note</th></tr>")?;
+        writeln!(md, "\n| claim | metric | run | paper | ratekit | tolerance | result | note | control | control's number | control's result |\n|---|---|---|---|---|---|---|---|---|---|---|")?;
+        writeln!(html, "<table><tr><th>claim</th><th>metric</th><th>run</th><th>paper</th><th>ratekit</th><th>tolerance</th><th>result</th><th>note</th><th>control</th><th>control's number</th><th>control's result</th></tr>")?;
         for c in &s.claims {
             let run = match (&c.run, &c.over_run) {
                 (Some(r), Some(o)) => format!("{r} / {o}"),
@@ -306,20 +360,23 @@ pub fn write(out: &Path, scenarios: &[ScenarioResult], quick: bool, wall_s: f64)
                 _ => String::new(),
             };
             let verdict = if c.pass { "pass" } else { "FAIL" };
+            let [control, control_num, control_verdict] = c.control_cells();
             writeln!(
                 md,
-                "| {} | {} | {} | {} | {} | {} | {verdict} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {verdict} | {} | {control} | {control_num} | {} |",
                 c.name,
                 c.metric,
                 run,
                 paper_cell(c),
                 num(c.ratekit),
                 c.tolerance_text,
-                c.note.replace('|', "/").replace('\n', " ")
+                c.note.replace('|', "/").replace('\n', " "),
+                if c.flagged() { format!("**{control_verdict}**") } else { control_verdict.clone() }
             )?;
             writeln!(
                 html,
-                "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{verdict}</td><td>{}</td></tr>",
+                "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{verdict}</td><td>{}</td>\
+                 <td>{}</td><td>{control_num}</td><td{}>{}</td></tr>",
                 if c.pass { "pass" } else { "fail" },
                 esc(&c.name),
                 esc(&c.metric),
@@ -327,7 +384,10 @@ pub fn write(out: &Path, scenarios: &[ScenarioResult], quick: bool, wall_s: f64)
                 esc(&paper_cell(c)),
                 num(c.ratekit),
                 esc(&c.tolerance_text),
-                esc(&c.note)
+                esc(&c.note),
+                esc(&control),
+                if c.flagged() { " class=\"flag\"" } else { "" },
+                esc(&control_verdict)
             )?;
         }
         writeln!(html, "</table>")?;
@@ -361,7 +421,7 @@ pub fn write(out: &Path, scenarios: &[ScenarioResult], quick: bool, wall_s: f64)
     html.push_str("</body></html>\n");
     atomic_write(&out.join("report.md"), &md)?;
     atomic_write(&out.join("report.html"), &html)?;
-    Ok(Outcome { claims, passed, figures_skipped })
+    Ok(Outcome { claims, passed, controlled, flagged, figures_skipped })
 }
 
 fn atomic_write(path: &Path, text: &str) -> anyhow::Result<()> {

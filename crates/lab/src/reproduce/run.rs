@@ -3,7 +3,7 @@
 use super::metrics::{Metric, RunResult, Span};
 use super::report::{self, ClaimResult, Outcome, ScenarioResult};
 use super::sketch;
-use super::spec::{self, Job, Loaded, Work};
+use super::spec::{self, Claim, Job, Loaded, Work};
 use crate::progress::Progress;
 use crate::scenario::Resolved;
 use crate::series::Series;
@@ -96,17 +96,111 @@ impl Reproduction {
                     .claims
                     .iter()
                     .map(|c| {
-                        let metric = Metric::parse(&c.metric).expect("checked on load");
-                        let span = Span { from: c.from, to: c.to };
-                        let mut v = find(&c.run).value(metric, &c.select, c.over.as_ref(), span);
-                        if c.over_run.is_some() {
-                            v /= find(&c.over_run).value(metric, &c.select, c.over.as_ref(), span);
-                        }
-                        ClaimResult::new(c, v)
+                        let measure = |run: &Option<String>| claim_value(c, find(run), c.over_run.as_ref().map(|_| find(&c.over_run)));
+                        let control = c.control.as_ref().map(|l| (l.as_str(), measure(&c.control)));
+                        ClaimResult::new(c, measure(&c.run), control)
                     })
                     .collect();
                 ScenarioResult::new(&f.name, &f.spec, self.quick, claims, runs)
             })
             .collect()
+    }
+}
+
+/// The claim's metric in `run`, divided by the same in `over` when the claim names an `over_run`.
+fn claim_value(c: &Claim, run: &RunResult, over: Option<&RunResult>) -> f64 {
+    let metric = Metric::parse(&c.metric).expect("checked on load");
+    let span = Span { from: c.from, to: c.to };
+    let v = run.value(metric, &c.select, c.over.as_ref(), span);
+    over.map_or(v, |o| v / o.value(metric, &c.select, c.over.as_ref(), span))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::progress::Silent;
+
+    /// A sketch file (no simulator needed): 2000 flows into a 4×65536 sketch, which almost never
+    /// misestimates, and into a broken 4×8 one, which almost always does.
+    const FILE: &str = r#"
+paper = "001"
+figure = "test"
+title = "negative controls"
+kind = "sketch"
+[base]
+rate = "80mbit"
+bucket = 400000
+flows = 2000
+duration = "500ms"
+sketch_depth = 4
+sketch_width = 65536
+seed = 7
+[[runs]]
+label = "wide"
+[[runs]]
+label = "narrow"
+set = { sketch_width = 8 }
+"#;
+
+    fn claim(name: &str, run: &str, control: Option<&str>, tolerance: &str) -> String {
+        let control = control.map_or(String::new(), |c| format!("control = \"{c}\"\n"));
+        format!(
+            "[[claims]]\nname = \"{name}\"\nmetric = \"sketch_misestimation\"\nrun = \"{run}\"\n{control}\
+             paper_text = \"a test fixture\"\ntolerance = {tolerance}\nnote = \"\"\n"
+        )
+    }
+
+    fn load(claims: &str) -> (tempfile::TempDir, anyhow::Result<Reproduction>) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("x.toml"), format!("{FILE}{claims}")).unwrap();
+        let r = Reproduction::load(dir.path(), &[], true);
+        (dir, r)
+    }
+
+    fn no_simulator(_: &Resolved, _: u64) -> anyhow::Result<(Summary, Series)> {
+        anyhow::bail!("a sketch file needs no simulator")
+    }
+
+    #[test]
+    fn a_control_that_passes_too_is_flagged_and_counted_apart() {
+        let claims = [
+            claim("a wide sketch rarely misestimates", "wide", Some("narrow"), "{ max = 0.01 }"),
+            claim("misestimation is a fraction", "wide", Some("narrow"), "{ max = 1.0 }"),
+            claim("not yet controlled", "wide", None, "{ max = 0.01 }"),
+        ];
+        let (dir, r) = load(&claims.concat());
+        let out = dir.path().join("out");
+        let o = r.unwrap().run(&out, Some(1), &no_simulator, &Silent).unwrap();
+        assert_eq!((o.claims, o.passed, o.controlled, o.flagged), (3, 3, 1, 1));
+
+        let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("claims.json")).unwrap()).unwrap();
+        assert_eq!((json["failing_controls"].as_u64(), json["passing_controls"].as_u64()), (Some(1), Some(1)));
+        let c = &json["scenarios"][0]["claims"];
+        assert_eq!(c[0]["control"]["run"], "narrow");
+        assert!(c[0]["control"]["ratekit"].as_f64().unwrap() > 0.3, "the 4×8 sketch misestimates: {}", c[0]);
+        assert_eq!((&c[0]["control"]["pass"], &c[1]["control"]["pass"]), (&false.into(), &true.into()));
+        assert!(c[2]["control"].is_null());
+
+        let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+        let row = |name: &str| md.lines().find(|l| l.starts_with(&format!("| {name} |"))).unwrap().to_string();
+        let controlled = row("a wide sketch rarely misestimates");
+        assert!(controlled.contains("| narrow |") && controlled.ends_with("| fails |"), "{md}");
+        assert!(row("misestimation is a fraction").contains("**PASSES TOO"), "{md}");
+        assert!(row("not yet controlled").contains("| none yet |"), "{md}");
+        assert!(md.contains("3 of 3 claims hold. Claims with a failing control (a wrong system fails them): 1; with a control that passes too"), "{md}");
+        let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+        assert_eq!(html.matches("class=\"flag\"").count(), 1);
+    }
+
+    #[test]
+    fn a_control_must_name_another_run_of_the_file() {
+        for (control, expect) in [
+            ("nope", "claims[0].control: no run labelled 'nope'"),
+            ("wide", "claims[0].control: 'wide' is the claim's own run"),
+        ] {
+            let (_dir, r) = load(&claim("c", "wide", Some(control), "{ max = 0.01 }"));
+            let err = format!("{:#}", r.err().expect("a bad control is refused before any run"));
+            assert!(err.contains(expect), "{err}");
+        }
     }
 }

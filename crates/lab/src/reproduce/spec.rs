@@ -124,6 +124,12 @@ pub struct Claim {
     /// Divide by the same metric measured in this run.
     #[serde(default)]
     pub over_run: Option<String>,
+    /// The negative control: a run of the same file where the claim should not hold (the
+    /// baseline enforcer, a broken parameter, the other CC). The claim is measured there in
+    /// place of `run`; a control that also passes shows the claim cannot tell a right system
+    /// from a wrong one.
+    #[serde(default)]
+    pub control: Option<String>,
     #[serde(default)]
     pub select: Selector,
     /// The denominator's flows for "share" (default: all flows of the run) and "ratio".
@@ -280,6 +286,10 @@ fn check(spec: &PaperFile) -> anyhow::Result<()> {
     for (i, c) in spec.claims.iter().enumerate() {
         known(&format!("claims[{i}].run"), &c.run)?;
         known(&format!("claims[{i}].over_run"), &c.over_run)?;
+        known(&format!("claims[{i}].control"), &c.control)?;
+        if let Some(ctl) = c.control.as_ref().filter(|&ctl| c.run.as_ref().or(labels.first()) == Some(ctl)) {
+            bail!("claims[{i}].control: '{ctl}' is the claim's own run; name a run where the claim should not hold");
+        }
         Metric::parse(&c.metric).with_context(|| format!("claims[{i}].metric"))?;
         let t = &c.tolerance;
         if t.abs.is_none() && t.rel.is_none() && t.min.is_none() && t.max.is_none() {
@@ -310,7 +320,7 @@ fn check(spec: &PaperFile) -> anyhow::Result<()> {
 pub fn check_quick(f: &Loaded) -> anyhow::Result<()> {
     let dropped: Vec<&str> = f.spec.runs.iter().filter(|r| r.full_only).map(|r| r.label.as_str()).collect();
     for c in &f.spec.claims {
-        for l in c.run.iter().chain(&c.over_run) {
+        for l in c.run.iter().chain(&c.over_run).chain(&c.control) {
             if dropped.contains(&l.as_str()) {
                 bail!("{}: claim '{}' uses run '{l}', which is full_only", f.name, c.name);
             }
