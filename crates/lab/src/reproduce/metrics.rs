@@ -55,6 +55,10 @@ pub enum Metric {
     WireBurst(Stat),
     /// Jain's index per window and aggregate: `jain_mean`, `jain_p10`.
     Jain(Stat),
+    /// Jain's index per window and aggregate over every selected flow, those without goodput
+    /// included (001 §V-B counts all n flows, so a starved flow lowers the index):
+    /// `jain_all_mean`. Select the flows active in the span.
+    JainAll(Stat),
     /// 1 − Jain's index: `unfairness_mean`.
     Unfairness(Stat),
     /// 1 − Jain's index over the selected flows' mean goodput over the whole run (001 Fig. 9b).
@@ -107,6 +111,9 @@ impl Metric {
         if let Some(r) = s.strip_prefix("sketch_error_") {
             return Ok(Metric::SketchError(stat(r)?));
         }
+        if let Some(r) = s.strip_prefix("jain_all_") {
+            return Ok(Metric::JainAll(stat(r)?));
+        }
         if let Some(r) = s.strip_prefix("wire_burst_") {
             return Ok(Metric::WireBurst(stat(r)?));
         }
@@ -135,7 +142,7 @@ impl Metric {
                     st => Metric::Delay(st),
                 },
                 _ => bail!(
-                    "unknown metric '{s}' (throughput_STAT, burst_STAT, wire_STAT, wire_burst_STAT, jain_STAT, unfairness_STAT, flow_unfairness, udp_loss, drop_rate, share, goodput, ratio, fct_spread, fct_mean, utilization, delay_STAT, class_loss, sketch_error_STAT, sketch_misestimation)"
+                    "unknown metric '{s}' (throughput_STAT, burst_STAT, wire_STAT, wire_burst_STAT, jain_STAT, jain_all_STAT, unfairness_STAT, flow_unfairness, udp_loss, drop_rate, share, goodput, ratio, fct_spread, fct_mean, utilization, delay_STAT, class_loss, sketch_error_STAT, sketch_misestimation)"
                 ),
             },
         })
@@ -300,12 +307,18 @@ impl RunResult {
 
     /// Jain's index of every selected aggregate in every window, over flows with a non-zero rate.
     pub fn jain_samples(&self, sel: &Selector, span: Span) -> Vec<f64> {
+        self.jain_windows(sel, span, false)
+    }
+
+    /// Jain's index of every selected aggregate in every window where one of its selected flows
+    /// has goodput; over those flows only, or with `zeros` over all selected flows.
+    fn jain_windows(&self, sel: &Selector, span: Span, zeros: bool) -> Vec<f64> {
         let naggs = self.summary.aggregates.len();
         let mut out = Vec::new();
         for w in self.windows(span) {
             let mut per_agg: Vec<Vec<f64>> = vec![Vec::new(); naggs];
             for (id, &g) in self.series.goodput_bps[w].iter().enumerate() {
-                if g > 0.0 && self.flow_matches(id, sel) {
+                if (zeros || g > 0.0) && self.flow_matches(id, sel) {
                     per_agg[self.summary.flows[id].aggregate as usize].push(g);
                 }
             }
@@ -341,6 +354,7 @@ impl RunResult {
                 apply_stat(s, self.wire_samples(sel, span).into_iter().map(|x| (x - 1.0).max(0.0)).collect())
             }
             Metric::Jain(s) => apply_stat(s, self.jain_samples(sel, span)),
+            Metric::JainAll(s) => apply_stat(s, self.jain_windows(sel, span, true)),
             Metric::Unfairness(s) => apply_stat(s, self.jain_samples(sel, span).into_iter().map(|j| 1.0 - j).collect()),
             Metric::FlowUnfairness => {
                 let xs: Vec<f64> = (0..self.summary.flows.len())
@@ -454,6 +468,7 @@ mod tests {
         assert_eq!(apply_stat(Stat::Quantile(0.0), xs.clone()), 1.0);
         assert_eq!(apply_stat(Stat::Quantile(1.0), xs), 1000.0);
         assert_eq!(Metric::parse("jain_mean").unwrap(), Metric::Jain(Stat::Mean));
+        assert_eq!(Metric::parse("jain_all_p10").unwrap(), Metric::JainAll(Stat::Quantile(0.1)));
         assert!(Metric::parse("jain_p200").is_err());
         assert!(Metric::parse("speed").is_err());
         assert_eq!(Metric::parse("delay_p99").unwrap(), Metric::Delay(Stat::Quantile(0.99)));
