@@ -42,6 +42,9 @@ pub struct ClaimResult {
 #[derive(Debug, Clone, Serialize)]
 pub struct ControlResult {
     pub run: String,
+    /// The control's denominator run, where the claim is a ratio of two runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub over_run: Option<String>,
     pub ratekit: Option<f64>,
     /// True when the control passes too, i.e. the claim cannot tell the systems apart.
     pub pass: bool,
@@ -69,6 +72,7 @@ impl ClaimResult {
             note: c.note.clone(),
             control: control.map(|(run, v)| ControlResult {
                 run: run.to_string(),
+                over_run: c.control_over_run.clone().or_else(|| c.over_run.clone()),
                 ratekit: v.is_finite().then_some(v),
                 pass: c.tolerance.holds(v, c.paper),
             }),
@@ -89,8 +93,11 @@ impl ClaimResult {
     fn control_cells(&self) -> [String; 3] {
         match &self.control {
             None => ["none yet".into(), String::new(), String::new()],
-            Some(c) if c.pass => [c.run.clone(), num(c.ratekit), "PASSES TOO: cannot tell right from wrong".into()],
-            Some(c) => [c.run.clone(), num(c.ratekit), "fails".into()],
+            Some(c) => {
+                let run = c.over_run.as_ref().map_or(c.run.clone(), |o| format!("{} / {o}", c.run));
+                let verdict = if c.pass { "PASSES TOO: cannot tell right from wrong" } else { "fails" };
+                [run, num(c.ratekit), verdict.into()]
+            }
         }
     }
 }

@@ -96,9 +96,12 @@ impl Reproduction {
                     .claims
                     .iter()
                     .map(|c| {
-                        let measure = |run: &Option<String>| claim_value(c, find(run), c.over_run.as_ref().map(|_| find(&c.over_run)));
-                        let control = c.control.as_ref().map(|l| (l.as_str(), measure(&c.control)));
-                        ClaimResult::new(c, measure(&c.run), control)
+                        let measure = |run: &Option<String>, over: &Option<String>| {
+                            claim_value(c, find(run), c.over_run.as_ref().map(|_| find(over)))
+                        };
+                        let control_over = if c.control_over_run.is_some() { &c.control_over_run } else { &c.over_run };
+                        let control = c.control.as_ref().map(|l| (l.as_str(), measure(&c.control, control_over)));
+                        ClaimResult::new(c, measure(&c.run, &c.over_run), control)
                     })
                     .collect();
                 ScenarioResult::new(&f.name, &f.spec, self.quick, claims, runs)
@@ -121,7 +124,7 @@ mod tests {
     use crate::progress::Silent;
 
     /// A sketch file (no simulator needed): 2000 flows into a 4×65536 sketch, which almost never
-    /// misestimates, and into a broken 4×8 one, which almost always does.
+    /// misestimates, into a broken 4×8 one, which almost always does, and into a 4×256 one between.
     const FILE: &str = r#"
 paper = "001"
 figure = "test"
@@ -140,6 +143,9 @@ label = "wide"
 [[runs]]
 label = "narrow"
 set = { sketch_width = 8 }
+[[runs]]
+label = "mid"
+set = { sketch_width = 256 }
 "#;
 
     fn claim(name: &str, run: &str, control: Option<&str>, tolerance: &str) -> String {
@@ -190,6 +196,23 @@ set = { sketch_width = 8 }
         assert!(md.contains("3 of 3 claims hold. Claims with a failing control (a wrong system fails them): 1; with a control that passes too"), "{md}");
         let html = std::fs::read_to_string(out.join("report.html")).unwrap();
         assert_eq!(html.matches("class=\"flag\"").count(), 1);
+    }
+
+    #[test]
+    fn a_ratio_claims_control_can_replace_both_runs() {
+        let ratio = "[[claims]]\nname = \"a narrow sketch misestimates more\"\nmetric = \"sketch_misestimation\"\n\
+                     run = \"narrow\"\nover_run = \"mid\"\ncontrol = \"mid\"\ncontrol_over_run = \"narrow\"\n\
+                     paper_text = \"a test fixture\"\ntolerance = { min = 2.0 }\nnote = \"\"\n";
+        let (dir, r) = load(ratio);
+        let out = dir.path().join("out");
+        let o = r.unwrap().run(&out, Some(1), &no_simulator, &Silent).unwrap();
+        assert_eq!((o.passed, o.controlled), (1, 1));
+        let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("claims.json")).unwrap()).unwrap();
+        let c = &json["scenarios"][0]["claims"][0];
+        assert_eq!((&c["control"]["run"], &c["control"]["over_run"]), (&"mid".into(), &"narrow".into()));
+        // The control is the claim's ratio turned over.
+        let (v, ctl) = (c["ratekit"].as_f64().unwrap(), c["control"]["ratekit"].as_f64().unwrap());
+        assert!((v * ctl - 1.0).abs() < 1e-9, "{c}");
     }
 
     #[test]

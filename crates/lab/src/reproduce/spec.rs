@@ -130,6 +130,10 @@ pub struct Claim {
     /// from a wrong one.
     #[serde(default)]
     pub control: Option<String>,
+    /// With `over_run`, the run that replaces it in the control (default: `over_run` itself), so
+    /// a ratio of two configurations is controlled by the same ratio in the wrong system.
+    #[serde(default)]
+    pub control_over_run: Option<String>,
     #[serde(default)]
     pub select: Selector,
     /// The denominator's flows for "share" (default: all flows of the run) and "ratio".
@@ -287,6 +291,10 @@ fn check(spec: &PaperFile) -> anyhow::Result<()> {
         known(&format!("claims[{i}].run"), &c.run)?;
         known(&format!("claims[{i}].over_run"), &c.over_run)?;
         known(&format!("claims[{i}].control"), &c.control)?;
+        known(&format!("claims[{i}].control_over_run"), &c.control_over_run)?;
+        if c.control_over_run.is_some() && (c.control.is_none() || c.over_run.is_none()) {
+            bail!("claims[{i}].control_over_run: needs the claim's over_run and control");
+        }
         if let Some(ctl) = c.control.as_ref().filter(|&ctl| c.run.as_ref().or(labels.first()) == Some(ctl)) {
             bail!("claims[{i}].control: '{ctl}' is the claim's own run; name a run where the claim should not hold");
         }
@@ -320,7 +328,7 @@ fn check(spec: &PaperFile) -> anyhow::Result<()> {
 pub fn check_quick(f: &Loaded) -> anyhow::Result<()> {
     let dropped: Vec<&str> = f.spec.runs.iter().filter(|r| r.full_only).map(|r| r.label.as_str()).collect();
     for c in &f.spec.claims {
-        for l in c.run.iter().chain(&c.over_run).chain(&c.control) {
+        for l in c.run.iter().chain(&c.over_run).chain(&c.control).chain(&c.control_over_run) {
             if dropped.contains(&l.as_str()) {
                 bail!("{}: claim '{}' uses run '{l}', which is full_only", f.name, c.name);
             }
