@@ -305,9 +305,10 @@ pub fn write(out: &Path, scenarios: &[ScenarioResult], quick: bool, wall_s: f64)
     let count = |keep: fn(&ClaimResult) -> bool| -> usize { scenarios.iter().map(|s| s.claims.iter().filter(|c| keep(c)).count()).sum() };
     let passed = count(|c| c.pass);
     let controlled = count(ClaimResult::control_fails);
+    let held_controlled = count(|c| c.pass && c.control_fails());
     let flagged = count(ClaimResult::flagged);
     let summary = format!(
-        "{passed} of {claims} claims hold. Claims with a failing control (a wrong system fails them): {controlled}; \
+        "{passed} of {claims} claims hold ({held_controlled} of them with a failing control). Claims with a failing control (a wrong system fails them): {controlled}; \
          with a control that passes too (flagged: they cannot tell a right system from a wrong one): {flagged}; \
          without a control yet: {}.",
         claims - controlled - flagged
@@ -326,6 +327,7 @@ pub fn write(out: &Path, scenarios: &[ScenarioResult], quick: bool, wall_s: f64)
         "claims": claims,
         "passed": passed,
         "failing_controls": controlled,
+        "passed_with_failing_control": held_controlled,
         "passing_controls": flagged,
         "scenarios": scenarios,
     });

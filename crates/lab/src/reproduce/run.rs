@@ -181,6 +181,7 @@ set = { sketch_width = 256 }
 
         let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("claims.json")).unwrap()).unwrap();
         assert_eq!((json["failing_controls"].as_u64(), json["passing_controls"].as_u64()), (Some(1), Some(1)));
+        assert_eq!(json["passed_with_failing_control"].as_u64(), Some(1));
         let c = &json["scenarios"][0]["claims"];
         assert_eq!(c[0]["control"]["run"], "narrow");
         assert!(c[0]["control"]["ratekit"].as_f64().unwrap() > 0.3, "the 4×8 sketch misestimates: {}", c[0]);
@@ -193,7 +194,7 @@ set = { sketch_width = 256 }
         assert!(controlled.contains("| narrow |") && controlled.ends_with("| fails |"), "{md}");
         assert!(row("misestimation is a fraction").contains("**PASSES TOO"), "{md}");
         assert!(row("not yet controlled").contains("| none yet |"), "{md}");
-        assert!(md.contains("3 of 3 claims hold. Claims with a failing control (a wrong system fails them): 1; with a control that passes too"), "{md}");
+        assert!(md.contains("3 of 3 claims hold (1 of them with a failing control). Claims with a failing control (a wrong system fails them): 1; with a control that passes too"), "{md}");
         let html = std::fs::read_to_string(out.join("report.html")).unwrap();
         assert_eq!(html.matches("class=\"flag\"").count(), 1);
     }
