@@ -155,10 +155,21 @@ def test_a_miss_is_read_as_linuxs_spread_the_simulators_other_seeds_or_neither(c
     other_seeds = case([0.90] * 3, [0.90] * 3 + [0.70] * 7)
     wrong = case([0.90] * 3, [0.70] * 10)
     fine = case([0.90] * 3, [0.91] * 10)
-    results = [("spread", spread[0]), ("other_seeds", other_seeds[0]), ("wrong", wrong[0]), ("fine", fine[0])]
-    md, summary = calibrate.misses_table(results, {"spread": spread[1], "other_seeds": other_seeds[1], "wrong": wrong[1], "fine": fine[1]})
-    assert md[2:] == ["| spread | jain | yes | no |", "| other_seeds | jain | no | yes |", "| wrong | jain | no | no |"]
-    assert "Of the 3 that miss: 1 inside Linux's own run range" in summary and "1 more meeting every target on Linux's own seeds, 1 neither" in summary
+    unmatched = case([0.90] * 3, [0.90] * 3 + [0.70] * 7)
+    results = [("spread", spread[0]), ("other_seeds", other_seeds[0]), ("wrong", wrong[0]), ("fine", fine[0]), ("unmatched", unmatched[0])]
+    twins = {"spread": spread[1], "other_seeds": other_seeds[1], "wrong": wrong[1], "fine": fine[1], "unmatched": None}
+    md, summary = calibrate.misses_table(results, twins)
+    assert md[2:] == ["| spread | jain | yes | no |", "| other_seeds | jain | no | yes |", "| wrong | jain | no | no |", "| unmatched | jain | no | n/a |"]
+    assert "Of the 4 that miss: 1 inside Linux's own run range" in summary and "1 more meeting every target on Linux's own seeds, 2 neither" in summary
+
+
+def test_runs_of_one_seed_are_twins_only_if_their_flows_started_alike(calibrate):
+    def run(starts):
+        return {**run_metrics({"cubic": 1.0}, 1.0, [1e6, 1e6]), "start_s": starts}
+    assert calibrate.same_starts(run([0.0041, 0.0007]), run([0.0042, 0.0007]))
+    assert not calibrate.same_starts(run([0.0091, 0.0007]), run([0.0042, 0.0007])), "a flow 5 ms apart"
+    assert not calibrate.same_starts(run([None, None]), run([0.0042, 0.0007])), "a Linux run that did not record its starts"
+    assert not calibrate.same_starts(run_metrics({"cubic": 1.0}, 1.0, [1e6]), run([0.0042])), "a stored run from before start_s"
 
 
 # One case per enforcer, at 2 and 10 Mbit/s (a few seconds of simulation in all), that met every target

@@ -112,17 +112,31 @@ fn placements_hold_the_rate() {
 
 /// Flows of two RTTs through one enforcer each see their own RTT: Linux's lowest RTT sample on
 /// every sender socket (TCP_INFO min_rtt) is the requested RTT plus at most 5 %, for both classes
-/// (a middlebox delaying every flow alike would give the 60 ms flows 10 ms, or the reverse).
+/// (a middlebox delaying every flow alike would give the 60 ms flows 10 ms, or the reverse). Each
+/// flow starts where the simulator starts it on the same file and seed, its jitter drawn from the
+/// same stream, so a Linux run and a simulated run of one seed compare flow start by flow start.
 #[test]
 #[ignore = "needs root: network namespaces, AF_PACKET and tc; scripts/test.sh runs it with --include-ignored as root"]
 fn mixed_rtts_are_what_each_flow_measures() {
     require_root();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tmp("mixed-rtt");
-    let flows = "[[aggregates.flows]]\ncc = \"cubic\"\nrtt = \"10ms\"\ncount = 2\n\
-                 [[aggregates.flows]]\ncc = \"bbr\"\nrtt = \"60ms\"\ncount = 2\n";
+    let flows = "[[aggregates.flows]]\ncc = \"cubic\"\nrtt = \"10ms\"\ncount = 2\nstart_jitter = \"20ms\"\n\
+                 [[aggregates.flows]]\ncc = \"bbr\"\nrtt = \"60ms\"\ncount = 2\nstart_jitter = \"20ms\"\n";
     let enforcer = "kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = 25000";
-    let s = run_ok(&scenario(&dir, "middlebox", enforcer, flows, "5s", false), &dir);
+    let file = scenario(&dir, "middlebox", enforcer, flows, "5s", false);
+    let s = run_ok(&file, &dir);
+    let sim_out = dir.join("sim");
+    let o = Command::new(env!("CARGO_BIN_EXE_ratekit")).args(["sim", "--quiet", "--out"]).arg(&sim_out).arg(&file).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let sim: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(sim_out.join("summary.json")).unwrap()).unwrap();
+    let starts = |s: &serde_json::Value| s["flows"].as_array().unwrap().iter().map(|f| f["start_s"].as_f64().unwrap()).collect::<Vec<_>>();
+    let (linux_starts, sim_starts) = (starts(&s), starts(&sim));
+    println!("flow starts, Linux {linux_starts:?} s, simulator {sim_starts:?} s");
+    assert!(sim_starts.iter().any(|&t| t > 0.002), "the jitter moved some start: {sim_starts:?}");
+    for (l, m) in linux_starts.iter().zip(&sim_starts) {
+        assert!((l - m).abs() < 0.002, "Linux started a flow at {l} s, the simulator at {m} s");
+    }
     let classes = s["testbed"]["rtt_classes"].as_array().unwrap();
     assert_eq!(classes.len(), 2, "{s:#}");
     for (class, rtt, sender) in [(&classes[0], 10.0, "10.199.0.1"), (&classes[1], 60.0, "10.199.0.2")] {

@@ -46,6 +46,7 @@ pub fn build(
                 aggregate: f.aggregate,
                 cc: if f.app.is_udp() { "udp" } else { f.cc.as_str() }.to_string(),
                 rtt_ms: millis(f.rtt),
+                start_s: rec.started_ns[i].load(Ordering::Relaxed) as f64 * 1e-9,
                 mean_goodput_bps: if end > start { delivered as f64 * 8.0 / (end - start) } else { 0.0 },
                 fct_s: completed.then(|| end - start),
                 completed: finite.then_some(completed),

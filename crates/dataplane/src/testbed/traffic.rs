@@ -7,10 +7,8 @@
 
 use super::plan::Flow;
 use super::tcp_counters::{bbr_model, socket_info, window_state, BbrSample, FlowTcpInfo};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use ratekit_lab::arrivals::draw;
-use ratekit_lab::scenario::AppConfig;
+use ratekit_lab::scenario::{seeding, AppConfig};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -34,6 +32,8 @@ pub struct Recorder {
     pub bytes: Vec<Vec<AtomicU64>>,
     /// ns after t0 at which a finite flow's last byte arrived (0: not yet).
     pub done_ns: Vec<AtomicU64>,
+    /// ns after t0 at which the flow's sender woke to open its socket.
+    pub started_ns: Vec<AtomicU64>,
     pub delivered: Vec<AtomicU64>,
     /// samples[flow][window]: the sender's state as the window closed (only its own sender
     /// thread writes a flow's), default where it took none.
@@ -56,6 +56,7 @@ impl Recorder {
             window,
             bytes: (0..flows).map(|_| counters(windows)).collect(),
             done_ns: counters(flows),
+            started_ns: counters(flows),
             delivered: counters(flows),
             samples: (0..flows).map(|_| Mutex::new(vec![WindowSample::default(); windows])).collect(),
         }
@@ -213,13 +214,6 @@ fn unacked(sock: &TcpStream) -> i32 {
     n
 }
 
-/// The flow's start plus its jitter, uniform in [0, start_jitter) as the simulator draws it:
-/// copies of a flow must not start in lockstep in either system.
-fn start_delay(flow: &Flow, rng: &mut ChaCha8Rng) -> Duration {
-    let jitter = if flow.start_jitter.0 > 0 { rng.gen_range(0..flow.start_jitter.0) } else { 0 };
-    Duration::from_nanos(flow.start.0 + jitter)
-}
-
 fn sleep_until(t: Instant, stop: &AtomicBool) -> bool {
     while Instant::now() < t {
         if stop.load(Ordering::Relaxed) {
@@ -243,10 +237,12 @@ pub fn send(
     stop: &AtomicBool,
 ) -> Result<Option<FlowTcpInfo>, SendError> {
     let io = |what: &'static str| move |source| SendError::Io { flow: flow.id, what, source };
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (flow.id as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    if !sleep_until(rec.t0 + start_delay(flow, &mut rng), stop) {
+    // The simulator's stream for this flow: the same seed starts it at the same offset in both.
+    let mut rng = seeding::flow_rng(seed, flow.id);
+    if !sleep_until(rec.t0 + Duration::from_nanos(seeding::start_ns(flow.start, flow.start_jitter, &mut rng)), stop) {
         return Ok(None);
     }
+    rec.started_ns[flow.id as usize].store(rec.t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
     if let AppConfig::Cbr { rate, packet } = &flow.app {
         let sock = UdpSocket::bind((src, 0)).map_err(io("udp bind"))?;
         set_dscp(&sock, flow.class).map_err(io("IP_TOS"))?;
@@ -325,31 +321,4 @@ pub fn send(
         AppConfig::Cbr { .. } | AppConfig::Lognormal { .. } => unreachable!("UDP sent above; lognormal refused by the plan"),
     }
     Ok(Some(socket_info(&conn, flow.id).map_err(io("TCP_INFO"))?))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn flows(jitter_ms: u64) -> Vec<Flow> {
-        let resolved = super::super::plan::tests::resolve(&format!(r#"{{ rtt = "10ms", start = "1s", start_jitter = "{jitter_ms}ms", count = 8 }}"#));
-        super::super::plan::plan(resolved, "t.toml").unwrap().flows
-    }
-
-    fn delays(flows: &[Flow], seed: u64) -> Vec<u64> {
-        flows.iter().map(|f| start_delay(f, &mut ChaCha8Rng::seed_from_u64(seed ^ f.id as u64)).as_nanos() as u64).collect()
-    }
-
-    /// Copies of a flow start apart, within [start, start + jitter), differently per seed.
-    #[test]
-    fn start_jitter_spreads_copies_of_a_flow_within_its_bound() {
-        let jittered = flows(10);
-        let a = delays(&jittered, 1);
-        assert!(a.iter().all(|&d| (1_000_000_000..1_010_000_000).contains(&d)), "{a:?}");
-        let mut distinct = a.clone();
-        distinct.dedup();
-        assert_eq!(distinct.len(), a.len(), "{a:?}");
-        assert_ne!(a, delays(&jittered, 2));
-        assert!(delays(&flows(0), 1).iter().all(|&d| d == 1_000_000_000));
-    }
 }

@@ -5,6 +5,7 @@
 mod app;
 mod cc;
 mod error;
+pub mod seeding;
 mod testbed;
 
 pub use app::{AppConfig, Dist};

@@ -48,6 +48,9 @@ pub struct FlowSummary {
     pub aggregate: u32,
     pub cc: String,
     pub rtt_ms: f64,
+    /// When the flow began, in s from the run's start: its `start` plus the jitter drawn from the
+    /// seed (the simulator's schedule; in the testbed, when its sender woke to connect).
+    pub start_s: f64,
     /// Payload bits delivered in order per second, from the flow's start to its completion
     /// (finite) or the end of the run.
     pub mean_goodput_bps: f64,

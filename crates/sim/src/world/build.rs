@@ -10,22 +10,15 @@ use crate::packet::Pool;
 use crate::stats::{AggCounters, EnfStats, FlowEnf};
 use crate::tcp::receiver::TcpReceiver;
 use crate::tcp::sender::TcpSender;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use ratekit_core::Enforcer;
+use ratekit_lab::scenario::seeding::{self, mix};
 use ratekit_lab::scenario::{AppConfig, Resolved};
 
 /// A flow's routes before the `via` hops are known: its data route, where the `via` hops go in
 /// it, the `via` aggregate ids, and its ACK route.
 type RoutePlan<'a> = (Vec<ComponentId>, usize, &'a [u32], [ComponentId; 2]);
-
-fn mix(seed: u64, salt: u64) -> u64 {
-    // splitmix64: independent per-component streams from one scenario seed.
-    let mut z = seed ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 impl World {
     pub fn build(r: &Resolved, seed: u64) -> Result<World, String> {
@@ -76,9 +69,8 @@ impl World {
             });
             for f in &a.flows {
                 let fid = flows.len() as u32;
-                let mut rng = ChaCha8Rng::seed_from_u64(mix(seed, fid as u64));
-                let jitter = if f.start_jitter.0 > 0 { rng.gen_range(0..f.start_jitter.0) } else { 0 };
-                let start_ns = f.start.0 + jitter;
+                let mut rng = seeding::flow_rng(seed, fid);
+                let start_ns = seeding::start_ns(f.start, f.start_jitter, &mut rng);
                 let stop_ns = f.stop.map(|d| d.0);
                 let nic = comps.len() as ComponentId;
                 comps.push(Comp::Link(Box::new(Link::new(nic, a.id, a.cfg.host_rate, Link::drop_tail(u64::MAX)))));

@@ -75,6 +75,7 @@ impl World {
                     aggregate: m.aggregate,
                     cc: m.cc.map_or("udp", |c| c.as_str()).to_string(),
                     rtt_ms: m.rtt_ms,
+                    start_s: m.start_ns as f64 * 1e-9,
                     mean_goodput_bps: if active > 0.0 { bytes as f64 * 8.0 / active } else { 0.0 },
                     fct_s: fct,
                     completed: m.finite.then_some(fct.is_some()),
