@@ -44,7 +44,9 @@ w('''# 000 §6.1-6.2 and §6.4.1: Fig. 6 (aggregate throughput over 250 ms windo
 # policer) for the tail claims, the shaper for "X bursts more than BC-PQP" and for "less fair
 # than BC-PQP" claims, the Policer for BC-PQP's mean and fairness, FP for "the Policer's
 # mean below the shaper's", BC-PQP for "the shaper drops least", Policer+ for "FP fairer than the Policer". "BC-PQP's drop rate comparable to the BDP
-# policer's" has none yet: no run here should drop more than 2x the BDP policer. "FP: mean skewed
+# policer's" was at most 2x the policer's, which no run here could fail (every policer drops about
+# as much); "comparable" is now within 2x either way (the lower bound added after the quick run read
+# 0.88), and the shaper, which barely drops, is its control. "FP: mean skewed
 # above BC-PQP's by its bursts" (≥ 1.0) was removed: its control, the Policer, passed too (1.002
 # of BC-PQP's mean, quick mode), so a bound at 1.0 could not tell a bursty enforcer from any other.
 paper = "000"
@@ -192,9 +194,10 @@ name = "BC-PQP's drop rate comparable to the BDP policer's"
 metric = "drop_rate"
 run = "bcpqp@25"
 over_run = "policer@25"
+control = "shaper@25"
 paper_text = "comparable with BDP-sized policer (Fig. 6d)"
-tolerance = { max = 2.0 }
-note = "ratio of drop rates; 'comparable' read as at most 2×"
+tolerance = { min = 0.5, max = 2.0 }
+note = "ratio of drop rates; 'comparable' read as within 2× either way (min 0.5 added with issue 16, after this ratio read 0.88, so that a shaper's few drops fail)"
 
 [[claims]]
 name = "Shaper drops least"

@@ -17,6 +17,8 @@ fn reproduce(args: &[&str]) -> Output {
 const IMPOSSIBLE: &str = r#"
 [[claims]]
 name = "Impossible: p2 takes twice the whole aggregate"
+run = "main"
+control = "flat fair"
 metric = "share"
 select = { class = 3 }
 from = 12.0
@@ -63,6 +65,8 @@ fn quick_report_has_every_claim_and_the_impossible_one_fails() {
             assert!(c.get(key).is_some(), "claim {} lacks {key}", c["name"]);
         }
         assert!(c.get("paper").is_some() || c.get("paper_text").is_some());
+        // Every control (a flat fair policy, or p1 flows that never leave) fails its claim.
+        assert_eq!((&c["control"]["pass"], c["control"]["ratekit"].is_f64()), (&false.into(), true), "{c}");
         let name = c["name"].as_str().unwrap();
         if name == "p2 gets the whole rate once p1 is gone" {
             // Whether p2 is back by 25 s turns on where its backed-off retransmission timer falls
@@ -113,7 +117,8 @@ fn bad_scenario_files_are_clear_errors() {
         (sketch.replace("sketch_depth = 4", "sketch_dpeth = 4"), "unknown field `sketch_dpeth`"),
         (sketch.replace("sketch_depth = 4", "sketch_depth = 40"), "sketch_depth"),
         (base.replace("metric = \"fct_spread\"", "metric = \"speed\""), "unknown metric 'speed'"),
-        (base.replace("[[claims]]\nname = \"p1 flows finish together\"", "[[claims]]\nrun = \"nope\"\nname = \"p1 flows finish together\""), "no run labelled 'nope'"),
+        (base.replacen("run = \"main\"", "run = \"nope\"", 1), "claims[0].run: no run labelled 'nope'"),
+        (base.replacen("control = \"flat fair\"\n", "", 1), "claims[0].control: missing"),
         (base.replace("tolerance = { max = 1.15 }", "tolerance = {}"), "give at least one of abs, rel, min, max"),
         (base.replace("queue_size = \"2400kb\"", "queue_size = \"0\""), "aggregates[0].enforcer"),
         (base.replace("[base]", "[quick]\n\"aggregates.7.count\" = 2\n\n[base]"), "out of range"),

@@ -34,8 +34,8 @@ pub struct ClaimResult {
     pub tolerance_text: String,
     pub pass: bool,
     pub note: String,
-    /// The claim measured on its negative control; `null` while the claim names none.
-    pub control: Option<ControlResult>,
+    /// The claim measured on its negative control.
+    pub control: ControlResult,
 }
 
 /// A claim judged on the run where it should not hold.
@@ -55,8 +55,8 @@ fn is_default(s: &Selector) -> bool {
 }
 
 impl ClaimResult {
-    /// `control` is the control's run and the claim's number measured there.
-    pub fn new(c: &Claim, v: f64, control: Option<(&str, f64)>) -> Self {
+    /// `control` is the claim's number measured on its control.
+    pub fn new(c: &Claim, v: f64, control: f64) -> Self {
         ClaimResult {
             name: c.name.clone(),
             metric: c.metric.clone(),
@@ -70,35 +70,31 @@ impl ClaimResult {
             tolerance_text: c.tolerance.describe(),
             pass: c.tolerance.holds(v, c.paper),
             note: c.note.clone(),
-            control: control.map(|(run, v)| ControlResult {
-                run: run.to_string(),
+            control: ControlResult {
+                run: c.control.clone(),
                 over_run: c.control_over_run.clone().or_else(|| c.over_run.clone()),
-                ratekit: v.is_finite().then_some(v),
-                pass: c.tolerance.holds(v, c.paper),
-            }),
+                ratekit: control.is_finite().then_some(control),
+                pass: c.tolerance.holds(control, c.paper),
+            },
         }
     }
 
     /// A wrong system (the control) fails the claim, so the claim can tell it from a right one.
     pub fn control_fails(&self) -> bool {
-        self.control.as_ref().is_some_and(|c| !c.pass)
+        !self.control.pass
     }
 
     /// The control passes too: the claim cannot tell a right system from a wrong one.
     pub fn flagged(&self) -> bool {
-        self.control.as_ref().is_some_and(|c| c.pass)
+        self.control.pass
     }
 
     /// The control's run, number and verdict, for the report's tables.
     fn control_cells(&self) -> [String; 3] {
-        match &self.control {
-            None => ["none yet".into(), String::new(), String::new()],
-            Some(c) => {
-                let run = c.over_run.as_ref().map_or(c.run.clone(), |o| format!("{} / {o}", c.run));
-                let verdict = if c.pass { "PASSES TOO: cannot tell right from wrong" } else { "fails" };
-                [run, num(c.ratekit), verdict.into()]
-            }
-        }
+        let c = &self.control;
+        let run = c.over_run.as_ref().map_or(c.run.clone(), |o| format!("{} / {o}", c.run));
+        let verdict = if c.pass { "PASSES TOO: cannot tell right from wrong" } else { "fails" };
+        [run, num(c.ratekit), verdict.into()]
     }
 }
 
@@ -309,9 +305,7 @@ pub fn write(out: &Path, scenarios: &[ScenarioResult], quick: bool, wall_s: f64)
     let flagged = count(ClaimResult::flagged);
     let summary = format!(
         "{passed} of {claims} claims hold ({held_controlled} of them with a failing control). Claims with a failing control (a wrong system fails them): {controlled}; \
-         with a control that passes too (flagged: they cannot tell a right system from a wrong one): {flagged}; \
-         without a control yet: {}.",
-        claims - controlled - flagged
+         with a control that passes too (flagged: they cannot tell a right system from a wrong one): {flagged}."
     );
     let figdir = out.join("figures");
     std::fs::create_dir_all(&figdir).with_context(|| format!("creating {}", figdir.display()))?;

@@ -100,8 +100,7 @@ impl Reproduction {
                             claim_value(c, find(run), c.over_run.as_ref().map(|_| find(over)))
                         };
                         let control_over = if c.control_over_run.is_some() { &c.control_over_run } else { &c.over_run };
-                        let control = c.control.as_ref().map(|l| (l.as_str(), measure(&c.control, control_over)));
-                        ClaimResult::new(c, measure(&c.run, &c.over_run), control)
+                        ClaimResult::new(c, measure(&c.run, &c.over_run), measure(&Some(c.control.clone()), control_over))
                     })
                     .collect();
                 ScenarioResult::new(&f.name, &f.spec, self.quick, claims, runs)
@@ -172,12 +171,11 @@ set = { sketch_width = 256 }
         let claims = [
             claim("a wide sketch rarely misestimates", "wide", Some("narrow"), "{ max = 0.01 }"),
             claim("misestimation is a fraction", "wide", Some("narrow"), "{ max = 1.0 }"),
-            claim("not yet controlled", "wide", None, "{ max = 0.01 }"),
         ];
         let (dir, r) = load(&claims.concat());
         let out = dir.path().join("out");
         let o = r.unwrap().run(&out, Some(1), &no_simulator, &Silent).unwrap();
-        assert_eq!((o.claims, o.passed, o.controlled, o.flagged), (3, 3, 1, 1));
+        assert_eq!((o.claims, o.passed, o.controlled, o.flagged), (2, 2, 1, 1));
 
         let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("claims.json")).unwrap()).unwrap();
         assert_eq!((json["failing_controls"].as_u64(), json["passing_controls"].as_u64()), (Some(1), Some(1)));
@@ -186,15 +184,13 @@ set = { sketch_width = 256 }
         assert_eq!(c[0]["control"]["run"], "narrow");
         assert!(c[0]["control"]["ratekit"].as_f64().unwrap() > 0.3, "the 4×8 sketch misestimates: {}", c[0]);
         assert_eq!((&c[0]["control"]["pass"], &c[1]["control"]["pass"]), (&false.into(), &true.into()));
-        assert!(c[2]["control"].is_null());
 
         let md = std::fs::read_to_string(out.join("report.md")).unwrap();
         let row = |name: &str| md.lines().find(|l| l.starts_with(&format!("| {name} |"))).unwrap().to_string();
         let controlled = row("a wide sketch rarely misestimates");
         assert!(controlled.contains("| narrow |") && controlled.ends_with("| fails |"), "{md}");
         assert!(row("misestimation is a fraction").contains("**PASSES TOO"), "{md}");
-        assert!(row("not yet controlled").contains("| none yet |"), "{md}");
-        assert!(md.contains("3 of 3 claims hold (1 of them with a failing control). Claims with a failing control (a wrong system fails them): 1; with a control that passes too"), "{md}");
+        assert!(md.contains("2 of 2 claims hold (1 of them with a failing control). Claims with a failing control (a wrong system fails them): 1; with a control that passes too"), "{md}");
         let html = std::fs::read_to_string(out.join("report.html")).unwrap();
         assert_eq!(html.matches("class=\"flag\"").count(), 1);
     }
@@ -219,10 +215,12 @@ set = { sketch_width = 256 }
     #[test]
     fn a_control_must_name_another_run_of_the_file() {
         for (control, expect) in [
-            ("nope", "claims[0].control: no run labelled 'nope'"),
-            ("wide", "claims[0].control: 'wide' is the claim's own run"),
+            (None, "claims[0].control: missing; name a run of this file where the claim should not hold"),
+            (Some(""), "claims[0].control: missing"),
+            (Some("nope"), "claims[0].control: no run labelled 'nope'"),
+            (Some("wide"), "claims[0].control: 'wide' is the claim's own run"),
         ] {
-            let (_dir, r) = load(&claim("c", "wide", Some(control), "{ max = 0.01 }"));
+            let (_dir, r) = load(&claim("c", "wide", control, "{ max = 0.01 }"));
             let err = format!("{:#}", r.err().expect("a bad control is refused before any run"));
             assert!(err.contains(expect), "{err}");
         }

@@ -127,9 +127,10 @@ pub struct Claim {
     /// The negative control: a run of the same file where the claim should not hold (the
     /// baseline enforcer, a broken parameter, the other CC). The claim is measured there in
     /// place of `run`; a control that also passes shows the claim cannot tell a right system
-    /// from a wrong one.
+    /// from a wrong one. Required: `check` refuses a claim without one, naming it, rather than
+    /// serde's bare "missing field", which says neither which claim nor what to name.
     #[serde(default)]
-    pub control: Option<String>,
+    pub control: String,
     /// With `over_run`, the run that replaces it in the control (default: `over_run` itself), so
     /// a ratio of two configurations is controlled by the same ratio in the wrong system.
     #[serde(default)]
@@ -290,13 +291,19 @@ fn check(spec: &PaperFile) -> anyhow::Result<()> {
     for (i, c) in spec.claims.iter().enumerate() {
         known(&format!("claims[{i}].run"), &c.run)?;
         known(&format!("claims[{i}].over_run"), &c.over_run)?;
-        known(&format!("claims[{i}].control"), &c.control)?;
-        known(&format!("claims[{i}].control_over_run"), &c.control_over_run)?;
-        if c.control_over_run.is_some() && (c.control.is_none() || c.over_run.is_none()) {
-            bail!("claims[{i}].control_over_run: needs the claim's over_run and control");
+        if c.control.is_empty() {
+            bail!(
+                "claims[{i}].control: missing; name a run of this file where the claim should not hold \
+                 (the baseline enforcer, a broken parameter, the other CC, no policing)"
+            );
         }
-        if let Some(ctl) = c.control.as_ref().filter(|&ctl| c.run.as_ref().or(labels.first()) == Some(ctl)) {
-            bail!("claims[{i}].control: '{ctl}' is the claim's own run; name a run where the claim should not hold");
+        known(&format!("claims[{i}].control"), &Some(c.control.clone()))?;
+        known(&format!("claims[{i}].control_over_run"), &c.control_over_run)?;
+        if c.control_over_run.is_some() && c.over_run.is_none() {
+            bail!("claims[{i}].control_over_run: needs the claim's over_run");
+        }
+        if c.run.as_ref().or(labels.first()) == Some(&c.control) {
+            bail!("claims[{i}].control: '{}' is the claim's own run; name a run where the claim should not hold", c.control);
         }
         Metric::parse(&c.metric).with_context(|| format!("claims[{i}].metric"))?;
         let t = &c.tolerance;
@@ -328,7 +335,7 @@ fn check(spec: &PaperFile) -> anyhow::Result<()> {
 pub fn check_quick(f: &Loaded) -> anyhow::Result<()> {
     let dropped: Vec<&str> = f.spec.runs.iter().filter(|r| r.full_only).map(|r| r.label.as_str()).collect();
     for c in &f.spec.claims {
-        for l in c.run.iter().chain(&c.over_run).chain(&c.control).chain(&c.control_over_run) {
+        for l in c.run.iter().chain(&c.over_run).chain([&c.control]).chain(&c.control_over_run) {
             if dropped.contains(&l.as_str()) {
                 bail!("{}: claim '{}' uses run '{l}', which is full_only", f.name, c.name);
             }
