@@ -272,9 +272,15 @@ pub fn send(
     sock.bind(&SocketAddr::from((src, 0)).into()).map_err(io("bind"))?;
     sock.connect_timeout(&SocketAddr::from((dst, TCP_PORT)).into(), remaining.max(Duration::from_millis(1)))
         .map_err(io("connect"))?;
+    // The receiver's 8-byte flow header rides in the first data segment (MSG_MORE holds it for the
+    // first write): sent alone, it left as a segment of its own, so the initial window was a tiny
+    // segment and nine full ones, which fill a queue by a segment less than a backlogged sender's ten.
+    let sent = sock.send_with_flags(&header(flow.id), libc::MSG_MORE).map_err(io("write"))?;
+    if sent != 8 {
+        return Err(io("write")(std::io::Error::new(std::io::ErrorKind::WriteZero, "the flow header did not fit a fresh socket")));
+    }
     let mut conn: TcpStream = sock.into();
     conn.set_write_timeout(Some(Duration::from_millis(50))).map_err(io("SO_SNDTIMEO"))?;
-    conn.write_all(&header(flow.id)).map_err(io("write"))?;
     let chunk = vec![0u8; 1 << 16];
     let mut sampled = usize::MAX;
     // Writes `n` bytes, stopping early at `end`; false if the run is over.
