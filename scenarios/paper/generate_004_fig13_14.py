@@ -131,7 +131,7 @@ for name, run, control, paper, text, tol, note, over_run, control_over in CLAIMS
 out.append('''
 [[figures]]
 kind = "metric"
-title = "004 Figs. 13, 14: goodput per flow of the first group over the second's (BBR/CUBIC; ABE/BE)"
+title = "004 Figs. 13, 14: BBR/CUBIC and ABE/BE goodput per flow"
 metric = "ratio"
 xlabel = "RTT (ms)"
 select = { ''' + FIRST + ''' }
