@@ -20,6 +20,11 @@ pub struct FifoShaperConfig {
     pub burst: Bytes,
     /// Queue limit in bytes (drop-tail).
     pub limit: Bytes,
+    /// Bytes added to each packet's length (IP bytes) before the rate, the burst and the limit
+    /// count it, as tc's size table does: Linux's tbf and htb count the Ethernet frame, so they
+    /// behave as `overhead = 14` (the testbed runs them with exactly the overhead configured).
+    #[serde(default)]
+    pub overhead: Bytes,
 }
 
 impl FifoShaperConfig {
@@ -39,6 +44,7 @@ impl FifoShaperConfig {
 
 pub struct FifoShaper {
     rate: Rate,
+    overhead: u64,
     capacity_nb: u64,
     limit: u64,
     tokens_nb: u64,
@@ -54,6 +60,7 @@ impl FifoShaper {
         let capacity_nb = cfg.burst.0.saturating_mul(NANOS_PER_SEC);
         Ok(FifoShaper {
             rate: cfg.rate,
+            overhead: cfg.overhead.0,
             capacity_nb,
             limit: cfg.limit.0,
             tokens_nb: capacity_nb,
@@ -61,6 +68,11 @@ impl FifoShaper {
             queue: VecDeque::new(),
             backlog: 0,
         })
+    }
+
+    /// What the packet counts for against the rate, the burst and the limit.
+    fn charged(&self, pkt: &Packet) -> u64 {
+        pkt.len as u64 + self.overhead
     }
 
     fn refill(&mut self, now: Instant) {
@@ -74,7 +86,7 @@ impl FifoShaper {
 
 impl QueueDiscipline for FifoShaper {
     fn enqueue(&mut self, _now: Instant, pkt: Packet, drops: &mut Vec<Dropped>) {
-        let len = pkt.len as u64;
+        let len = self.charged(&pkt);
         if len.saturating_mul(NANOS_PER_SEC) > self.capacity_nb {
             drops.push(Dropped { pkt, reason: DropReason::Overlimit });
         } else if self.backlog + len > self.limit {
@@ -87,18 +99,18 @@ impl QueueDiscipline for FifoShaper {
 
     fn dequeue(&mut self, now: Instant, _drops: &mut Vec<Dropped>) -> Option<Packet> {
         self.refill(now);
-        let need = self.queue.front()?.len as u64 * NANOS_PER_SEC;
+        let need = self.charged(self.queue.front()?) * NANOS_PER_SEC;
         if need > self.tokens_nb {
             return None;
         }
         self.tokens_nb -= need;
         let pkt = self.queue.pop_front()?;
-        self.backlog -= pkt.len as u64;
+        self.backlog -= self.charged(&pkt);
         Some(pkt)
     }
 
     fn next_wakeup(&self) -> Option<Instant> {
-        let need = self.queue.front()?.len as u64 * NANOS_PER_SEC;
+        let need = self.charged(self.queue.front()?) * NANOS_PER_SEC;
         let missing = need.saturating_sub(self.tokens_nb);
         Some(self.last + crate::Duration(missing.div_ceil(self.rate.0.max(1))))
     }

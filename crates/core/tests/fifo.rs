@@ -9,7 +9,7 @@ fn pkt(id: u64, len: u32) -> Packet {
 }
 
 fn shaper(rate: u64, burst: u64, limit: u64) -> WithStats<FifoShaper> {
-    let cfg = FifoShaperConfig { rate: Rate(rate), burst: Bytes(burst), limit: Bytes(limit) };
+    let cfg = FifoShaperConfig { rate: Rate(rate), burst: Bytes(burst), limit: Bytes(limit), overhead: Bytes(0) };
     WithStats::new(FifoShaper::new(&cfg, None).unwrap())
 }
 
@@ -82,13 +82,36 @@ fn drops_are_counted_by_reason() {
 fn config_errors_name_the_field() {
     let e = EnforcerConfig::from_toml("kind = \"fifo\"\nrate = \"10mbit\"\nburst = \"10kb\"").unwrap_err();
     assert!(e.message.contains("limit"), "{e}");
-    let zero = FifoShaperConfig { rate: Rate(0), burst: Bytes(10_000), limit: Bytes(64_000) };
+    let zero = FifoShaperConfig { rate: Rate(0), burst: Bytes(10_000), limit: Bytes(64_000), overhead: Bytes(0) };
     assert_eq!(zero.validate().unwrap_err().field, "rate");
-    let zero = FifoShaperConfig { rate: Rate(1000), burst: Bytes(0), limit: Bytes(64_000) };
+    let zero = FifoShaperConfig { rate: Rate(1000), burst: Bytes(0), limit: Bytes(64_000), overhead: Bytes(0) };
     assert_eq!(zero.validate().unwrap_err().field, "burst");
-    let zero = FifoShaperConfig { rate: Rate(1000), burst: Bytes(10_000), limit: Bytes(0) };
+    let zero = FifoShaperConfig { rate: Rate(1000), burst: Bytes(10_000), limit: Bytes(0), overhead: Bytes(0) };
     assert_eq!(FifoShaper::new(&zero, None).err().unwrap().field, "limit");
     let c = EnforcerConfig::from_toml("kind = \"fifo\"\nrate = \"10mbit\"\nburst = \"10kb\"\nlimit = \"64kb\"").unwrap();
     assert!(c.is_queueing());
     assert!(c.build(None).is_ok());
+}
+
+/// With `overhead = 14` a 1500-byte packet counts as the 1514-byte frame Linux's tbf and htb count:
+/// a 15 kB queue holds nine of them, not ten, and at 1 MB/s they leave 1.514 ms apart.
+#[test]
+fn overhead_counts_against_the_limit_and_the_rate() {
+    let with = |overhead: u64| {
+        let cfg = FifoShaperConfig { rate: Rate(1_000_000), burst: Bytes(1514), limit: Bytes(15_000), overhead: Bytes(overhead) };
+        let mut q = FifoShaper::new(&cfg, None).unwrap();
+        let mut drops = Vec::new();
+        for i in 0..12 {
+            q.enqueue(Instant::ZERO, pkt(i, 1500), &mut drops);
+        }
+        (drops.len(), drain(&mut q, Instant::ZERO))
+    };
+    let (dropped_ip, sent_ip) = with(0);
+    let (dropped_l2, sent_l2) = with(14);
+    assert_eq!((dropped_ip, sent_ip.len()), (2, 10));
+    assert_eq!((dropped_l2, sent_l2.len()), (3, 9));
+    assert_eq!(sent_l2[1].1 - sent_l2[0].1, 1_514_000, "each frame's 1514 bytes at 1 MB/s");
+    let parsed = EnforcerConfig::from_toml("kind = \"fifo\"\nrate = \"8mbit\"\nburst = 3000\nlimit = 15000\n").unwrap();
+    let EnforcerConfig::Fifo(c) = parsed else { panic!("a fifo") };
+    assert_eq!(c.overhead, Bytes(0), "IP bytes unless configured");
 }

@@ -104,18 +104,26 @@ pub fn run(plan: &Plan, out: &Path, progress: impl Fn(&str)) -> Result<Summary, 
         Placement::Tbf => {
             // A token bucket runs as tbf with a queue of one MTU, which then drops what finds no
             // tokens, as a policer does (but holds one packet); a FIFO shaper is tbf itself.
-            let (rate, burst, limit) = match &first.enforcer {
-                EnforcerConfig::TokenBucket(c) => (c.rate, c.burst.0, 1514),
-                EnforcerConfig::Fifo(c) => (c.rate, c.burst.0, c.limit.0),
+            let (rate, burst, limit, overhead) = match &first.enforcer {
+                EnforcerConfig::TokenBucket(c) => (c.rate, c.burst.0, 1514, 0),
+                EnforcerConfig::Fifo(c) => (c.rate, c.burst.0, c.limit.0, c.overhead.0),
                 _ => unreachable!("checked by the plan"),
             };
-            mb.exec(&["tc", "qdisc", "add", "dev", "mb-r", "root", "tbf", "rate", &format!("{}bit", rate.bits_per_sec()),
-                "burst", &burst.to_string(), "limit", &limit.to_string()])?;
+            let mut cmd = vec!["tc", "qdisc", "add", "dev", "mb-r", "root"];
+            let stab = kernel_size_table(overhead);
+            cmd.extend(stab.iter().map(String::as_str));
+            let (rate, burst, limit) = (format!("{}bit", rate.bits_per_sec()), burst.to_string(), limit.to_string());
+            cmd.extend(["tbf", "rate", &rate, "burst", &burst, "limit", &limit]);
+            mb.exec(&cmd)?;
         }
         Placement::Htb => {
             let EnforcerConfig::Fifo(c) = &first.enforcer else { unreachable!("checked by the plan") };
             let rate = format!("{}bit", c.rate.bits_per_sec());
-            mb.exec(&["tc", "qdisc", "add", "dev", "mb-r", "root", "handle", "1:", "htb", "default", "1"])?;
+            let mut cmd = vec!["tc", "qdisc", "add", "dev", "mb-r", "root"];
+            let stab = kernel_size_table(c.overhead.0);
+            cmd.extend(stab.iter().map(String::as_str));
+            cmd.extend(["handle", "1:", "htb", "default", "1"]);
+            mb.exec(&cmd)?;
             mb.exec(&["tc", "class", "add", "dev", "mb-r", "parent", "1:", "classid", "1:1", "htb", "rate", &rate, "ceil", &rate,
                 "burst", &c.burst.0.to_string()])?;
             mb.exec(&["tc", "qdisc", "add", "dev", "mb-r", "parent", "1:1", "handle", "10:", "bfifo", "limit", &c.limit.0.to_string()])?;
@@ -321,4 +329,16 @@ fn qdisc_counts(ns: &Netns, dev: &str, reason: DropReason) -> Result<EnforcerCou
     let dropped = after("dropped");
     let drops_by_reason = (dropped > 0).then(|| (reason.as_str(), dropped)).into_iter().collect();
     Ok(EnforcerCounts { arrivals: sent + dropped, drops: dropped, drops_by_reason })
+}
+
+/// The size table that makes the kernel's tbf or htb count a packet as ratekit's enforcers do, its
+/// IP length plus `overhead`: on an Ethernet device they count the frame (IP + 14 bytes) unless told
+/// otherwise, so `overhead = 14` needs none.
+fn kernel_size_table(overhead: u64) -> Vec<String> {
+    const ETHERNET_HEADER: i64 = 14;
+    let delta = overhead as i64 - ETHERNET_HEADER;
+    if delta == 0 {
+        return Vec::new();
+    }
+    vec!["stab".into(), "overhead".into(), delta.to_string()]
 }
