@@ -202,9 +202,10 @@ def load_linux_runs(path):
 def linux_record(case_name, seed, text, summary_path, m):
     """One Linux run as --linux reads it back: its measures, what it was measured on and when."""
     with open(summary_path) as f:
-        kernel = (json.load(f).get("testbed") or {}).get("kernel")
+        testbed = json.load(f).get("testbed") or {}
     measured = time.strftime("%Y-%m-%d", time.gmtime(os.path.getmtime(summary_path)))
-    return {"case": case_name, "seed": seed, "scenario_sha256": scenario_digest(text), "kernel": kernel, "measured": measured, "metrics": m}
+    return {"case": case_name, "seed": seed, "scenario_sha256": scenario_digest(text), "kernel": testbed.get("kernel"),
+            "traffic_generator": testbed.get("traffic_generator", 0), "measured": measured, "metrics": m}
 
 
 def spread(values):

@@ -121,6 +121,7 @@ pub fn build(
         duration_s,
         simulated: None,
         testbed: Some(TestbedSection {
+            traffic_generator: super::traffic::GENERATOR,
             enforcer_at: placement.to_string(),
             rtt_classes,
             kernel,

@@ -7,6 +7,9 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, Serialize)]
 pub struct TestbedSection {
     pub enforcer_at: String,
+    /// Which traffic generator sent the flows (`ratekit_dataplane::testbed::traffic::GENERATOR`): a
+    /// Linux run compares with runs of the same generator only.
+    pub traffic_generator: u32,
     /// The flows by RTT, each RTT sent from an address of its own (docs/testbed.md).
     pub rtt_classes: Vec<RttClass>,
     pub kernel: String,
