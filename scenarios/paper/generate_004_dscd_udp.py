@@ -11,6 +11,8 @@ that CV (log-space σ = √ln(1 + CV²)), `class_fraction` p of its datagrams la
 import math
 import os
 
+from dscd_base import DSCD_BASE
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 C = 1e9
 B = 1490
@@ -36,14 +38,7 @@ quick_note = "{quick_note}"
 duration = "8s"
 "measure.warmup" = "2s"
 
-[base]
-duration = "45s"
-seed = 1
-[base.measure]
-window = "250ms"
-warmup = "15s"
-[base.enforcer]
-kind = "dscd"
+{DSCD_BASE}
 delay_threshold = "10ms"
 half_life = "100ms"
 queue_threshold = 1

@@ -2,6 +2,8 @@
 """Writes 004-fig13-14-bbr-cubic.toml: 004 Figs. 13 and 14, one run per (system, RTT)."""
 import os
 
+from dscd_base import DSCD_BASE
+
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "004-fig13-14-bbr-cubic.toml")
 RTTS = ["10ms", "30ms", "100ms"]
 # label prefix: (enforcer override or None for the base's DSCD, first group's cc and class, second group's cc)
@@ -15,7 +17,7 @@ SYSTEMS = {
     "fifo bbr": ('{ kind = "fifo", rate = "1gbit", burst = 15000, limit = 3125000 }', "bbr", 1, "bbr"),
 }
 
-HEADER = '''# 004 §V-F, Figs. 13 and 14: inter-protocol and inter-class unfairness through DSCD at 1 Gbit/s
+HEADER = f'''# 004 §V-F, Figs. 13 and 14: inter-protocol and inter-class unfairness through DSCD at 1 Gbit/s
 # (Table IV: B_max = C·25 ms, T_d = 10 ms, t_h = 100 ms, T_q = 1), N flows in each of two groups.
 # Fig. 13: N BBR and N CUBIC flows, all over BE; BBR's goodput per flow over CUBIC's. Fig. 14: N
 # flows over ABE (class 1) and N over BE (class 0), all CUBIC (a) or all BBR (b); ABE's goodput per
@@ -58,21 +60,14 @@ quick_note = "20 s runs, the first 5 s discarded, instead of 45 s and 15 s"
 duration = "20s"
 "measure.warmup" = "5s"
 
-[base]
-duration = "45s"
-seed = 1
-[base.measure]
-window = "250ms"
-warmup = "15s"
-[base.enforcer]
-kind = "dscd"
+{DSCD_BASE}
 [[base.aggregates]]
 rate = "1gbit"
 link_rate = "1gbit"
 host_rate = "10gbit"
 flows = [
-  { cc = "bbr", rtt = "100ms", class = 0, count = 16, start_jitter = "100ms" },
-  { cc = "cubic", rtt = "100ms", class = 0, count = 16, start_jitter = "100ms" },
+  {{ cc = "bbr", rtt = "100ms", class = 0, count = 16, start_jitter = "100ms" }},
+  {{ cc = "cubic", rtt = "100ms", class = 0, count = 16, start_jitter = "100ms" }},
 ]'''
 
 FIRST = f"flows = {list(range(16))}"
