@@ -109,21 +109,13 @@ pub fn run(plan: &Plan, out: &Path, progress: impl Fn(&str)) -> Result<Summary, 
                 EnforcerConfig::Fifo(c) => (c.rate, c.burst.0, c.limit.0, c.overhead.0),
                 _ => unreachable!("checked by the plan"),
             };
-            let mut cmd = vec!["tc", "qdisc", "add", "dev", "mb-r", "root"];
-            let stab = kernel_size_table(overhead);
-            cmd.extend(stab.iter().map(String::as_str));
             let (rate, burst, limit) = (format!("{}bit", rate.bits_per_sec()), burst.to_string(), limit.to_string());
-            cmd.extend(["tbf", "rate", &rate, "burst", &burst, "limit", &limit]);
-            mb.exec(&cmd)?;
+            add_root_qdisc(&mb, overhead, &["tbf", "rate", &rate, "burst", &burst, "limit", &limit])?;
         }
         Placement::Htb => {
             let EnforcerConfig::Fifo(c) = &first.enforcer else { unreachable!("checked by the plan") };
             let rate = format!("{}bit", c.rate.bits_per_sec());
-            let mut cmd = vec!["tc", "qdisc", "add", "dev", "mb-r", "root"];
-            let stab = kernel_size_table(c.overhead.0);
-            cmd.extend(stab.iter().map(String::as_str));
-            cmd.extend(["handle", "1:", "htb", "default", "1"]);
-            mb.exec(&cmd)?;
+            add_root_qdisc(&mb, c.overhead.0, &["handle", "1:", "htb", "default", "1"])?;
             mb.exec(&["tc", "class", "add", "dev", "mb-r", "parent", "1:", "classid", "1:1", "htb", "rate", &rate, "ceil", &rate,
                 "burst", &c.burst.0.to_string()])?;
             mb.exec(&["tc", "qdisc", "add", "dev", "mb-r", "parent", "1:1", "handle", "10:", "bfifo", "limit", &c.limit.0.to_string()])?;
@@ -331,14 +323,14 @@ fn qdisc_counts(ns: &Netns, dev: &str, reason: DropReason) -> Result<EnforcerCou
     Ok(EnforcerCounts { arrivals: sent + dropped, drops: dropped, drops_by_reason })
 }
 
-/// The size table that makes the kernel's tbf or htb count a packet as ratekit's enforcers do, its
-/// IP length plus `overhead`: on an Ethernet device they count the frame (IP + 14 bytes) unless told
-/// otherwise, so `overhead = 14` needs none.
-fn kernel_size_table(overhead: u64) -> Vec<String> {
+/// Adds `qdisc` as the root of the middlebox's egress, with the size table that makes the kernel's
+/// tbf or htb count a packet as ratekit's enforcers do, its IP length plus `overhead`: on an
+/// Ethernet device they count the frame (IP + 14 bytes) unless told otherwise, so `overhead = 14`
+/// needs none.
+fn add_root_qdisc(mb: &Netns, overhead: u64, qdisc: &[&str]) -> Result<String, netns::NetnsError> {
     const ETHERNET_HEADER: i64 = 14;
     let delta = overhead as i64 - ETHERNET_HEADER;
-    if delta == 0 {
-        return Vec::new();
-    }
-    vec!["stab".into(), "overhead".into(), delta.to_string()]
+    let delta_text = delta.to_string();
+    let stab: &[&str] = if delta == 0 { &[] } else { &["stab", "overhead", &delta_text] };
+    mb.exec(&[&["tc", "qdisc", "add", "dev", "mb-r", "root"], stab, qdisc].concat())
 }

@@ -21,16 +21,16 @@ pub const TCP_PORT: u16 = 5001;
 pub const UDP_PORT: u16 = 5002;
 const IP_UDP_HEADERS: usize = 28;
 
-/// Per-flow byte counts per window, filled by the receiver, and each TCP sender's congestion
-/// window and smoothed RTT (and a BBR sender's model of the path) as the window closed, filled by
-/// the sender (the simulator's flows.csv has the same, so a Linux flow and its model compare
-/// window by window).
 /// The traffic generator's version, recorded in summary.json: 0, the flows' start jitter from a
 /// stream of the testbed's own and the flow header sent as a segment of its own (an initial window
 /// of a tiny segment and nine full ones); 2, the simulator's stream and the header in the first full
 /// segment; 1 (3860b62 only), the simulator's stream with the header still alone.
 pub const GENERATOR: u32 = 2;
 
+/// Per-flow byte counts per window, filled by the receiver, and each TCP sender's congestion
+/// window and smoothed RTT (and a BBR sender's model of the path) as the window closed, filled by
+/// the sender (the simulator's flows.csv has the same, so a Linux flow and its model compare
+/// window by window).
 pub struct Recorder {
     pub t0: Instant,
     pub window: Duration,
