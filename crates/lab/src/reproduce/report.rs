@@ -72,21 +72,17 @@ impl ClaimResult {
             note: c.note.clone(),
             control: ControlResult {
                 run: c.control.clone(),
-                over_run: c.control_over_run.clone().or_else(|| c.over_run.clone()),
+                over_run: c.control_over().cloned(),
                 ratekit: control.is_finite().then_some(control),
                 pass: c.tolerance.holds(control, c.paper),
             },
         }
     }
 
-    /// A wrong system (the control) fails the claim, so the claim can tell it from a right one.
+    /// A wrong system (the control) fails the claim, so the claim can tell it from a right one;
+    /// otherwise the report flags the claim.
     pub fn control_fails(&self) -> bool {
         !self.control.pass
-    }
-
-    /// The control passes too: the claim cannot tell a right system from a wrong one.
-    pub fn flagged(&self) -> bool {
-        self.control.pass
     }
 
     /// The control's run, number and verdict, for the report's tables.
@@ -302,7 +298,7 @@ pub fn write(out: &Path, scenarios: &[ScenarioResult], quick: bool, wall_s: f64)
     let passed = count(|c| c.pass);
     let controlled = count(ClaimResult::control_fails);
     let held_controlled = count(|c| c.pass && c.control_fails());
-    let flagged = count(ClaimResult::flagged);
+    let flagged = claims - controlled;
     let summary = format!(
         "{passed} of {claims} claims hold ({held_controlled} of them with a failing control). Claims with a failing control (a wrong system fails them): {controlled}; \
          with a control that passes too (flagged: they cannot tell a right system from a wrong one): {flagged}."
@@ -374,7 +370,7 @@ pub fn write(out: &Path, scenarios: &[ScenarioResult], quick: bool, wall_s: f64)
                 num(c.ratekit),
                 c.tolerance_text,
                 c.note.replace('|', "/").replace('\n', " "),
-                if c.flagged() { format!("**{control_verdict}**") } else { control_verdict.clone() }
+                if c.control_fails() { control_verdict.clone() } else { format!("**{control_verdict}**") }
             )?;
             writeln!(
                 html,
@@ -389,7 +385,7 @@ pub fn write(out: &Path, scenarios: &[ScenarioResult], quick: bool, wall_s: f64)
                 esc(&c.tolerance_text),
                 esc(&c.note),
                 esc(&control),
-                if c.flagged() { " class=\"flag\"" } else { "" },
+                if c.control_fails() { "" } else { " class=\"flag\"" },
                 esc(&control_verdict)
             )?;
         }

@@ -96,11 +96,10 @@ impl Reproduction {
                     .claims
                     .iter()
                     .map(|c| {
-                        let measure = |run: &Option<String>, over: &Option<String>| {
-                            claim_value(c, find(run), c.over_run.as_ref().map(|_| find(over)))
+                        let measure = |run: &Option<String>, over: Option<&String>| {
+                            claim_value(c, find(run), over.map(|o| find(&Some(o.clone()))))
                         };
-                        let control_over = if c.control_over_run.is_some() { &c.control_over_run } else { &c.over_run };
-                        ClaimResult::new(c, measure(&c.run, &c.over_run), measure(&Some(c.control.clone()), control_over))
+                        ClaimResult::new(c, measure(&c.run, c.over_run.as_ref()), measure(&Some(c.control.clone()), c.control_over()))
                     })
                     .collect();
                 ScenarioResult::new(&f.name, &f.spec, self.quick, claims, runs)

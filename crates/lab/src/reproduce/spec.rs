@@ -215,6 +215,14 @@ pub enum Work {
     Sketch(SketchRun),
 }
 
+impl Claim {
+    /// The control's denominator run, for a claim that divides two runs: `control_over_run`, else
+    /// the claim's own `over_run`.
+    pub fn control_over(&self) -> Option<&String> {
+        self.control_over_run.as_ref().or(self.over_run.as_ref())
+    }
+}
+
 impl Job {
     /// Simulated flow-seconds, a fair proxy for the work (the progress bar's unit).
     pub fn cost(&self) -> f64 {
