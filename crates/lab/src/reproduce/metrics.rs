@@ -77,9 +77,10 @@ pub enum Metric {
     /// Latest / earliest completion time of the selected finite flows (an unfinished flow
     /// counts as finishing at the end of the run, so the figure is then a lower bound).
     FctSpread,
-    /// Mean completion time (s) of the selected finite flows; an unfinished one counts as
-    /// finishing at the end of the run (the figure is then a lower bound).
-    FctMean,
+    /// Completion time (s) of the selected finite flows, their mean or a nearest-rank
+    /// percentile: `fct_mean`, `fct_p99` (001 Fig. 10's page load times). An unfinished flow
+    /// counts as finishing at the end of the run (the figure is then a lower bound).
+    Fct(Stat),
     /// Mean over the selected aggregates of their link's utilisation (summary.json's
     /// `link_utilization`).
     Utilization,
@@ -127,7 +128,6 @@ impl Metric {
             "goodput" => Metric::Goodput,
             "ratio" => Metric::Ratio,
             "fct_spread" => Metric::FctSpread,
-            "fct_mean" => Metric::FctMean,
             "utilization" => Metric::Utilization,
             _ => match s.split_once('_') {
                 Some(("throughput", r)) => Metric::Throughput(stat(r)?),
@@ -135,6 +135,7 @@ impl Metric {
                 Some(("wire", r)) => Metric::Wire(stat(r)?),
                 Some(("jain", r)) => Metric::Jain(stat(r)?),
                 Some(("unfairness", r)) => Metric::Unfairness(stat(r)?),
+                Some(("fct", r)) => Metric::Fct(stat(r)?),
                 Some(("delay", r)) => match stat(r)? {
                     Stat::Quantile(q) if ![0.5, 0.95, 0.99, 1.0].contains(&q) => {
                         bail!("'{s}': the enforcer reports delay_mean, delay_p50, delay_p95, delay_p99 and delay_p100")
@@ -142,7 +143,7 @@ impl Metric {
                     st => Metric::Delay(st),
                 },
                 _ => bail!(
-                    "unknown metric '{s}' (throughput_STAT, burst_STAT, wire_STAT, wire_burst_STAT, jain_STAT, jain_all_STAT, unfairness_STAT, flow_unfairness, udp_loss, drop_rate, share, goodput, ratio, fct_spread, fct_mean, utilization, delay_STAT, class_loss, sketch_error_STAT, sketch_misestimation)"
+                    "unknown metric '{s}' (throughput_STAT, burst_STAT, wire_STAT, wire_burst_STAT, jain_STAT, jain_all_STAT, unfairness_STAT, flow_unfairness, udp_loss, drop_rate, share, goodput, ratio, fct_spread, fct_STAT, utilization, delay_STAT, class_loss, sketch_error_STAT, sketch_misestimation)"
                 ),
             },
         })
@@ -327,6 +328,14 @@ impl RunResult {
         out
     }
 
+    /// Completion times (s) of the selected finite flows, an unfinished one at the end of the run.
+    fn fcts(&self, sel: &Selector) -> Vec<f64> {
+        (0..self.summary.flows.len())
+            .filter(|&i| self.flow_matches(i, sel) && self.summary.flows[i].completed.is_some())
+            .map(|i| self.summary.flows[i].fct_s.unwrap_or(self.summary.covered_s()))
+            .collect()
+    }
+
     fn goodput_sum(&self, sel: &Selector, span: Span) -> (f64, usize) {
         let mut sum = 0.0;
         let mut n = 0;
@@ -417,17 +426,7 @@ impl RunResult {
             }
             Metric::SketchError(stat) => self.sketch.as_ref().map_or(f64::NAN, |s| apply_stat(stat, s.errors.clone())),
             Metric::SketchMisestimation => self.sketch.as_ref().map_or(f64::NAN, |s| s.misestimated_fraction),
-            Metric::FctMean => {
-                let fcts: Vec<f64> = (0..self.summary.flows.len())
-                    .filter(|&i| self.flow_matches(i, sel) && self.summary.flows[i].completed.is_some())
-                    .map(|i| self.summary.flows[i].fct_s.unwrap_or(self.summary.covered_s()))
-                    .collect();
-                if fcts.is_empty() {
-                    f64::NAN
-                } else {
-                    metrics::mean(&fcts)
-                }
-            }
+            Metric::Fct(stat) => apply_stat(stat, self.fcts(sel)),
             Metric::Utilization => {
                 let us: Vec<f64> = self
                     .summary
@@ -443,10 +442,7 @@ impl RunResult {
                 }
             }
             Metric::FctSpread => {
-                let fcts: Vec<f64> = (0..self.summary.flows.len())
-                    .filter(|&i| self.flow_matches(i, sel) && self.summary.flows[i].completed.is_some())
-                    .map(|i| self.summary.flows[i].fct_s.unwrap_or(self.summary.covered_s()))
-                    .collect();
+                let fcts = self.fcts(sel);
                 let max = fcts.iter().cloned().fold(f64::NAN, f64::max);
                 let min = fcts.iter().cloned().fold(f64::NAN, f64::min);
                 max / min
@@ -479,5 +475,54 @@ mod tests {
         assert_eq!(Metric::parse("wire_burst_mean").unwrap(), Metric::WireBurst(Stat::Mean));
         assert_eq!(apply_stat(Stat::Quantile(0.5), vec![3.0, 1.0, 2.0]), 2.0);
         assert!(apply_stat(Stat::Mean, vec![]).is_nan());
+        assert_eq!(Metric::parse("fct_p99").unwrap(), Metric::Fct(Stat::Quantile(0.99)));
+        assert_eq!(Metric::parse("fct_mean").unwrap(), Metric::Fct(Stat::Mean));
+        assert_eq!(Metric::parse("fct_spread").unwrap(), Metric::FctSpread);
+    }
+
+    /// Finite flows of class 1 completing in 1..=100 ms, one unfinished, a class-0 backlogged flow.
+    fn page_loads() -> RunResult {
+        use crate::summary::FlowSummary;
+        let flow = |id: u32, fct_s: Option<f64>, completed: Option<bool>| FlowSummary {
+            id,
+            aggregate: 0,
+            cc: "cubic".into(),
+            rtt_ms: 10.0,
+            start_s: 1.0,
+            mean_goodput_bps: 0.0,
+            fct_s,
+            completed,
+            delivered_bytes: 0,
+            counts: None,
+        };
+        let mut flows = vec![flow(0, None, None)];
+        flows.extend((1..=100).map(|i| flow(i, Some(i as f64 / 1000.0), Some(true))));
+        flows.push(flow(101, None, Some(false)));
+        let n = flows.len();
+        RunResult {
+            summary: Summary { name: String::new(), seed: 1, duration_s: 10.0, simulated: None, testbed: None, flows, aggregates: vec![], engine: None },
+            series: Series::default(),
+            classes: (0..n).map(|i| u16::from(i > 0)).collect(),
+            window_s: 0.25,
+            warmup_s: 0.0,
+            udp_offered: vec![None; n],
+            sketch: None,
+        }
+    }
+
+    #[test]
+    fn completion_time_percentiles_count_finite_flows_and_the_unfinished_at_the_end() {
+        let r = page_loads();
+        let web = Selector { class: Some(1), ..Selector::default() };
+        let v = |m: &str, sel: &Selector| r.value(Metric::parse(m).unwrap(), sel, None, Span::default());
+        // 101 finite flows: 1..=100 ms and one unfinished at the run's end (10 s), which is the largest.
+        assert_eq!(v("fct_p50", &web), 0.051);
+        assert_eq!(v("fct_p99", &web), 0.1);
+        assert_eq!(v("fct_p100", &web), 10.0);
+        assert_eq!(v("fct_p0", &web), 0.001);
+        assert!((v("fct_mean", &web) - (5.05 + 10.0) / 101.0).abs() < 1e-12);
+        // The backlogged flow has no completion time; selecting it alone gives no sample.
+        assert!(v("fct_p99", &Selector { class: Some(0), ..Selector::default() }).is_nan());
+        assert_eq!(v("fct_spread", &Selector { flows: Some(vec![1, 10]), ..Selector::default() }), 10.0);
     }
 }
