@@ -3,6 +3,7 @@
 //! fields of it (one per enforcer or parameter value), `[quick]` overrides for `--quick`, the
 //! `[[claims]]` with the paper's number and a tolerance fixed before any run, and `[[figures]]`.
 
+use super::detect::DetectRun;
 use super::metrics::Metric;
 use super::selector::Selector;
 use super::sketch::SketchRun;
@@ -24,14 +25,15 @@ pub struct PaperFile {
     /// What `--quick` changes, in words (the overrides themselves are `quick`).
     #[serde(default)]
     pub quick_note: String,
-    /// What `base` describes: a network simulation (default) or a sketch-accuracy run.
+    /// What `base` describes: a network simulation (default), a sketch-accuracy run or a
+    /// detector-accuracy run.
     #[serde(default)]
     pub kind: RunKind,
     /// Dotted field path → value, applied to the base (after a run's `set`) with `--quick`.
     #[serde(default)]
     pub quick: toml::Table,
     /// A simulation scenario (docs/simulator.md) every run starts from, or with
-    /// `kind = "sketch"` a `sketch::SketchRun`.
+    /// `kind = "sketch"` a `sketch::SketchRun`, with `kind = "detect"` a `detect::DetectRun`.
     pub base: Value,
     /// Without runs the base is run once, labelled "main".
     #[serde(default)]
@@ -48,6 +50,8 @@ pub enum RunKind {
     Sim,
     /// 001 Fig. 11: count-min accuracy under FairPolicer (sketch.rs).
     Sketch,
+    /// 002 Table 3: the policing detector on generated traces of known truth (detect.rs).
+    Detect,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -201,7 +205,7 @@ pub enum CdfData {
     Jain,
 }
 
-/// One run: a validated simulation scenario or sketch run, and where it came from.
+/// One run: a validated simulation scenario, sketch or detect run, and where it came from.
 pub struct Job {
     pub file: usize,
     pub label: String,
@@ -213,6 +217,7 @@ pub struct Job {
 pub enum Work {
     Sim(Box<Resolved>),
     Sketch(SketchRun),
+    Detect(DetectRun),
 }
 
 impl Claim {
@@ -229,6 +234,7 @@ impl Job {
         match &self.work {
             Work::Sim(r) => r.scenario.duration.as_secs_f64() * r.aggregates.iter().map(|a| a.flows.len()).sum::<usize>() as f64,
             Work::Sketch(s) => s.cost(),
+            Work::Detect(d) => d.cost(),
         }
     }
 
@@ -247,6 +253,7 @@ impl Job {
                 s.flows,
                 s.duration.as_secs_f64()
             ),
+            Work::Detect(d) => format!("{}\tdetect\t{} traces\t{} rows", self.name, d.traces().len(), d.rows.as_str()),
         }
     }
 }
@@ -409,6 +416,11 @@ pub fn jobs(files: &[Loaded], quick: bool) -> anyhow::Result<Vec<Job>> {
                     let s = SketchRun::deserialize(doc).with_context(|| format!("{what}: base"))?;
                     s.validate().with_context(|| format!("{what}: base"))?;
                     Work::Sketch(s)
+                }
+                RunKind::Detect => {
+                    let d = DetectRun::deserialize(doc).with_context(|| format!("{what}: base"))?;
+                    d.validate().with_context(|| format!("{what}: base"))?;
+                    Work::Detect(d)
                 }
             };
             out.push(Job { file: fi, label: r.label.clone(), x: r.x, name, work });
