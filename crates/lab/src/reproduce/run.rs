@@ -1,8 +1,8 @@
 //! A whole reproduction: the paper files' runs in parallel, then every claim and figure.
 
+use super::detect::{self, Judge};
 use super::metrics::{Metric, RunResult, Span};
 use super::report::{self, ClaimResult, Outcome, ScenarioResult};
-use super::detect::{self, Judge};
 use super::sketch;
 use super::spec::{self, Claim, Job, Loaded, Work};
 use crate::progress::Progress;

@@ -390,6 +390,14 @@ fn apply(doc: &Value, overrides: &toml::Table) -> Result<Value, String> {
     Ok(points.remove(0).value)
 }
 
+/// The `[base]` of a run that is not a network simulation, read and validated; errors name the
+/// run and the field.
+fn offline_base<T: serde::de::DeserializeOwned>(doc: Value, what: &str, validate: fn(&T) -> anyhow::Result<()>) -> anyhow::Result<T> {
+    let base = T::deserialize(doc).with_context(|| format!("{what}: base"))?;
+    validate(&base).with_context(|| format!("{what}: base"))?;
+    Ok(base)
+}
+
 /// The validated simulations of every loaded file, in file then run order.
 pub fn jobs(files: &[Loaded], quick: bool) -> anyhow::Result<Vec<Job>> {
     let mut out = Vec::new();
@@ -412,16 +420,8 @@ pub fn jobs(files: &[Loaded], quick: bool) -> anyhow::Result<Vec<Job>> {
                     }
                     Work::Sim(Box::new(scenario::from_value(doc, &what)?))
                 }
-                RunKind::Sketch => {
-                    let s = SketchRun::deserialize(doc).with_context(|| format!("{what}: base"))?;
-                    s.validate().with_context(|| format!("{what}: base"))?;
-                    Work::Sketch(s)
-                }
-                RunKind::Detect => {
-                    let d = DetectRun::deserialize(doc).with_context(|| format!("{what}: base"))?;
-                    d.validate().with_context(|| format!("{what}: base"))?;
-                    Work::Detect(d)
-                }
+                RunKind::Sketch => Work::Sketch(offline_base(doc, &what, SketchRun::validate)?),
+                RunKind::Detect => Work::Detect(offline_base(doc, &what, DetectRun::validate)?),
             };
             out.push(Job { file: fi, label: r.label.clone(), x: r.x, name, work });
         }
