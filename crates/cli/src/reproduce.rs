@@ -1,7 +1,8 @@
 //! `ratekit reproduce [--quick] [--only NAME] --out DIR`: re-runs the papers' evaluations
 //! (scenarios/paper/*.toml) in the simulator, in parallel, computes every claim's metric and
 //! writes DIR/claims.json, DIR/report.md, DIR/report.html and DIR/figures/ (docs/reproduce.md).
-//! The reproduction is ratekit_lab::reproduce; this hands it the simulator and a progress bar.
+//! The reproduction is ratekit_lab::reproduce; this hands it the simulator, the detector on
+//! generated traces (ratekit_trace::accuracy) and a progress bar.
 
 use crate::progress_bar::Bar;
 use anyhow::Context;
@@ -56,7 +57,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
     let progress: Box<dyn Progress> =
         if args.quiet { Box::new(Silent) } else { Box::new(Bar::new("reproduce [{elapsed_precise}] {wide_bar} {percent}% eta {eta} {msg}")) };
-    let outcome = reproduction.run(&args.out, args.threads, &simulate, progress.as_ref())?;
+    let outcome = reproduction.run(&args.out, args.threads, &simulate, &ratekit_trace::accuracy::judge, progress.as_ref())?;
     eprintln!(
         "{} of {} claims hold, {} with a failing control ({} whose control passes too) over {} scenarios ({} simulations, {:.0} s); report: {}",
         outcome.passed,

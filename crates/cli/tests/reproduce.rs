@@ -108,14 +108,43 @@ fn quick_report_has_every_claim_and_the_impossible_one_fails() {
     assert!(strict.join("claims.json").is_file());
 }
 
+/// 002 Table 3 on generated traces (a few seconds): every output is written, and every claim's
+/// control (the other truth, or the same traces judged per flow instead of per client) fails it.
+#[test]
+fn the_detector_table_runs_quick_with_failing_controls() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let scen = paper_dir();
+    let o = reproduce(&["--quick", "--only", "002-table3", "--quiet", "--threads", "1", "--scenarios", scen.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("claims.json")).unwrap()).unwrap();
+    let s = &json["scenarios"][0];
+    assert_eq!((&s["name"], &s["figure"]), (&"002-table3-detector".into(), &"Table 3".into()));
+    let claims = s["claims"].as_array().unwrap();
+    assert_eq!(claims.len(), 11);
+    for c in claims {
+        assert!(c["ratekit"].is_f64() && c["control"]["ratekit"].is_f64(), "{c}");
+        assert_eq!(c["control"]["pass"], false, "{c}");
+    }
+    for r in s["runs"].as_array().unwrap() {
+        assert!(r["detect"]["judged"].as_u64().unwrap() >= 20, "too few judged segments for a fraction: {r}");
+    }
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("| run | traced s | packets | judged segments | found policed | wall s |"), "{md}");
+    assert!(out.join("report.html").is_file());
+}
+
 #[test]
 fn bad_scenario_files_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let base = std::fs::read_to_string(paper_dir().join("000-fig8d-priority.toml")).unwrap();
     let sketch = std::fs::read_to_string(paper_dir().join("001-fig11-sketch.toml")).unwrap();
+    let detect = std::fs::read_to_string(paper_dir().join("002-table3-detector.toml")).unwrap();
     let cases = [
         (sketch.replace("sketch_depth = 4", "sketch_dpeth = 4"), "unknown field `sketch_dpeth`"),
         (sketch.replace("sketch_depth = 4", "sketch_depth = 40"), "sketch_depth"),
+        (detect.replace("[8000]", "[800]"), "run 'B policer 8 kB': base: path.buckets: 800 bytes holds no 1500-byte packet"),
+        (detect.replace("delayed_acks = true", "delayed_acks = true\nrtt = \"50ms\""), "unknown field `rtt`"),
         (base.replace("metric = \"fct_spread\"", "metric = \"speed\""), "unknown metric 'speed'"),
         (base.replacen("run = \"main\"", "run = \"nope\"", 1), "claims[0].run: no run labelled 'nope'"),
         (base.replacen("control = \"flat fair\"\n", "", 1), "claims[0].control: missing"),

@@ -8,7 +8,9 @@
 //! - [`analyze`]: a whole file to result rows, with the per-client aggregate judgement.
 //! - [`batch`]: many capture files into one results CSV; [`results_clusters`]: rate clusters of a results CSV.
 //! - [`writer`], [`synth`]: writing pcaps, and generating traces whose verdict is known.
+//! - [`accuracy`]: the detector judged on generated traces, for `ratekit reproduce` (002 Table 3).
 
+pub mod accuracy;
 pub mod analyze;
 pub mod batch;
 pub mod cluster;

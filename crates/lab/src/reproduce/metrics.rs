@@ -6,7 +6,7 @@
 use super::selector::Selector;
 use crate::scenario::{AppConfig, Resolved};
 use crate::series::Series;
-use crate::summary::{ClassSummary, Summary};
+use crate::summary::{ClassSummary, EngineSummary, SimulatedTime, Summary};
 use anyhow::bail;
 use ratekit_core::metrics::{self, jain};
 
@@ -22,6 +22,8 @@ pub struct RunResult {
     pub udp_offered: Vec<Option<f64>>,
     /// Set for a `kind = "sketch"` run (sketch.rs), which has no flows or windows.
     pub sketch: Option<SketchStats>,
+    /// Set for a `kind = "detect"` run (detect.rs): one verdict per judged segment.
+    pub detect: Option<Vec<DetectVerdict>>,
 }
 
 /// What a sketch-accuracy run measured, per packet arrival.
@@ -31,6 +33,16 @@ pub struct SketchStats {
     pub errors: Vec<f64>,
     /// Arrivals with ô ≠ o.
     pub misestimated_fraction: f64,
+}
+
+/// The detector's verdict on one segment of a generated trace that had enough losses to judge.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DetectVerdict {
+    pub policed: bool,
+    /// The detector's estimate of the policing rate (IP bits/s), where it made one.
+    pub rate_bps: Option<f64>,
+    /// The rate (IP bits/s) of the policer that made the trace, when a policer did.
+    pub policer_bps: Option<f64>,
 }
 
 /// A statistic over window samples.
@@ -96,6 +108,15 @@ pub enum Metric {
     SketchError(Stat),
     /// Fraction of arrivals whose occupancy the sketch misestimated (001 Fig. 11b).
     SketchMisestimation,
+    /// Fraction of a detect run's judged segments found policed (002 Table 3's accuracy for
+    /// the policing classes A-C).
+    DetectPoliced,
+    /// Fraction of a detect run's judged segments not found policed (Table 3's accuracy for
+    /// the classes D-H, where nothing polices).
+    DetectNotPoliced,
+    /// |estimated / configured rate − 1| over the segments found policed of traces a policer
+    /// made: `rate_error_mean`, `rate_error_p50`.
+    RateError(Stat),
 }
 
 impl Metric {
@@ -112,6 +133,9 @@ impl Metric {
         if let Some(r) = s.strip_prefix("sketch_error_") {
             return Ok(Metric::SketchError(stat(r)?));
         }
+        if let Some(r) = s.strip_prefix("rate_error_") {
+            return Ok(Metric::RateError(stat(r)?));
+        }
         if let Some(r) = s.strip_prefix("jain_all_") {
             return Ok(Metric::JainAll(stat(r)?));
         }
@@ -122,6 +146,8 @@ impl Metric {
             "drop_rate" => Metric::DropRate,
             "class_loss" => Metric::ClassLoss,
             "sketch_misestimation" => Metric::SketchMisestimation,
+            "detect_policed" => Metric::DetectPoliced,
+            "detect_not_policed" => Metric::DetectNotPoliced,
             "flow_unfairness" => Metric::FlowUnfairness,
             "udp_loss" => Metric::UdpLoss,
             "share" => Metric::Share,
@@ -143,10 +169,25 @@ impl Metric {
                     st => Metric::Delay(st),
                 },
                 _ => bail!(
-                    "unknown metric '{s}' (throughput_STAT, burst_STAT, wire_STAT, wire_burst_STAT, jain_STAT, jain_all_STAT, unfairness_STAT, flow_unfairness, udp_loss, drop_rate, share, goodput, ratio, fct_spread, fct_STAT, utilization, delay_STAT, class_loss, sketch_error_STAT, sketch_misestimation)"
+                    "unknown metric '{s}' (throughput_STAT, burst_STAT, wire_STAT, wire_burst_STAT, jain_STAT, jain_all_STAT, unfairness_STAT, flow_unfairness, udp_loss, drop_rate, share, goodput, ratio, fct_spread, fct_STAT, utilization, delay_STAT, class_loss, sketch_error_STAT, sketch_misestimation, detect_policed, detect_not_policed, rate_error_STAT)"
                 ),
             },
         })
+    }
+}
+
+/// The summary of a run that is not a network simulation (a sketch or detect run): what it
+/// covered and how many events (arrivals, packets) it took, for the report's table of runs.
+pub fn offline_summary(name: &str, seed: u64, simulated_s: f64, events: u64, wall_seconds: f64) -> Summary {
+    Summary {
+        name: name.to_string(),
+        seed,
+        duration_s: simulated_s,
+        simulated: Some(SimulatedTime { simulated_s, interrupted: false }),
+        testbed: None,
+        flows: Vec::new(),
+        aggregates: Vec::new(),
+        engine: Some(EngineSummary { events, wall_seconds, events_per_second: events as f64 / wall_seconds.max(1e-9) }),
     }
 }
 
@@ -196,10 +237,20 @@ impl RunResult {
             warmup_s: r.scenario.measure.warmup.as_secs_f64(),
             udp_offered,
             sketch: None,
+            detect: None,
         }
     }
 
     pub fn sketch(summary: Summary, stats: SketchStats) -> Self {
+        RunResult { sketch: Some(stats), ..Self::offline(summary) }
+    }
+
+    pub fn detected(summary: Summary, verdicts: Vec<DetectVerdict>) -> Self {
+        RunResult { detect: Some(verdicts), ..Self::offline(summary) }
+    }
+
+    /// A run without flows or windows, whose network metrics have no samples.
+    fn offline(summary: Summary) -> Self {
         RunResult {
             summary,
             series: Series::default(),
@@ -207,8 +258,22 @@ impl RunResult {
             window_s: 0.25,
             warmup_s: 0.0,
             udp_offered: Vec::new(),
-            sketch: Some(stats),
+            sketch: None,
+            detect: None,
         }
+    }
+
+    /// Fraction of the judged segments found policed (NaN outside a detect run or without any).
+    fn policed_fraction(&self) -> f64 {
+        match self.detect.as_deref() {
+            Some(vs) if !vs.is_empty() => vs.iter().filter(|v| v.policed).count() as f64 / vs.len() as f64,
+            _ => f64::NAN,
+        }
+    }
+
+    fn rate_errors(&self) -> Vec<f64> {
+        let verdicts = self.detect.iter().flatten().filter(|v| v.policed);
+        verdicts.filter_map(|v| Some((v.rate_bps? / v.policer_bps? - 1.0).abs())).collect()
     }
 
     /// The selected class (default 0) at each selected aggregate's enforcer.
@@ -427,6 +492,9 @@ impl RunResult {
             Metric::SketchError(stat) => self.sketch.as_ref().map_or(f64::NAN, |s| apply_stat(stat, s.errors.clone())),
             Metric::SketchMisestimation => self.sketch.as_ref().map_or(f64::NAN, |s| s.misestimated_fraction),
             Metric::Fct(stat) => apply_stat(stat, self.fcts(sel)),
+            Metric::DetectPoliced => self.policed_fraction(),
+            Metric::DetectNotPoliced => 1.0 - self.policed_fraction(),
+            Metric::RateError(stat) => apply_stat(stat, self.rate_errors()),
             Metric::Utilization => {
                 let us: Vec<f64> = self
                     .summary
@@ -471,6 +539,8 @@ mod tests {
         assert!(Metric::parse("delay_p90").is_err(), "the enforcer does not report p90");
         assert_eq!(Metric::parse("sketch_error_mean").unwrap(), Metric::SketchError(Stat::Mean));
         assert_eq!(Metric::parse("class_loss").unwrap(), Metric::ClassLoss);
+        assert_eq!(Metric::parse("rate_error_p50").unwrap(), Metric::RateError(Stat::Quantile(0.5)));
+        assert_eq!(Metric::parse("detect_not_policed").unwrap(), Metric::DetectNotPoliced);
         assert_eq!(Metric::parse("wire_p50").unwrap(), Metric::Wire(Stat::Quantile(0.5)));
         assert_eq!(Metric::parse("wire_burst_mean").unwrap(), Metric::WireBurst(Stat::Mean));
         assert_eq!(apply_stat(Stat::Quantile(0.5), vec![3.0, 1.0, 2.0]), 2.0);

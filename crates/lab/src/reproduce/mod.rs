@@ -1,10 +1,11 @@
 //! `ratekit reproduce`: re-runs the papers' evaluations (scenarios/paper/*.toml), computes every
 //! claim's metric and writes claims.json, report.md, report.html and figures/
-//! (docs/reproduce.md). The simulator sits above this crate, so whoever drives a reproduction
-//! hands it in (`run::Simulate`).
+//! (docs/reproduce.md). The simulator, the trace generator and the detector sit above this
+//! crate, so whoever drives a reproduction hands them in (`run::Simulate`, `detect::Judge`).
 //!
-//! Imports go one way: selector <- metrics <- sketch <- spec <- report <- run.
+//! Imports go one way: selector <- metrics <- sketch, detect <- spec <- report <- run.
 
+pub mod detect;
 pub mod metrics;
 pub mod report;
 pub mod run;

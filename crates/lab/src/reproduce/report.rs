@@ -129,6 +129,15 @@ pub struct RunInfo {
     pub throughput_p999: Option<f64>,
     pub drop_rate: Option<f64>,
     pub jain_mean: Option<f64>,
+    /// A detect run's judged segments and how many were found policed (the fractions' counts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detect: Option<DetectCounts>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct DetectCounts {
+    pub judged: usize,
+    pub policed: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -173,6 +182,10 @@ impl ScenarioResult {
                         throughput_p999: m("throughput_p99.9"),
                         drop_rate: m("drop_rate"),
                         jain_mean: m("jain_mean"),
+                        detect: r.detect.as_ref().map(|vs| DetectCounts {
+                            judged: vs.len(),
+                            policed: vs.iter().filter(|v| v.policed).count(),
+                        }),
                     }
                 })
                 .collect(),
@@ -394,23 +407,10 @@ pub fn write(out: &Path, scenarios: &[ScenarioResult], quick: bool, wall_s: f64)
             writeln!(md, "\n![{}](figures/{}.png) ([SVG](figures/{}.svg))", f.title, f.file, f.file)?;
             writeln!(html, "<p><img src=\"figures/{}.svg\" alt=\"{}\"></p>", f.file, esc(&f.title))?;
         }
-        writeln!(md, "\nRuns (normalised goodput over non-zero 250 ms windows after the warm-up; payload only, so r reads ≈ 0.965):\n")?;
-        writeln!(md, "| run | simulated s | aggregates | flows | mean | p99 | p99.9 | drop rate | mean Jain | wall s |\n|---|---|---|---|---|---|---|---|---|---|")?;
-        for r in &s.runs {
-            writeln!(
-                md,
-                "| {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {:.1} |",
-                r.label,
-                r.simulated_s,
-                r.aggregates,
-                r.flows,
-                num(r.throughput_mean),
-                num(r.throughput_p99),
-                num(r.throughput_p999),
-                num(r.drop_rate),
-                num(r.jain_mean),
-                r.wall_seconds
-            )?;
+        if s.runs.iter().any(|r| r.detect.is_some()) {
+            write_detect_runs(&mut md, &s.runs)?;
+        } else {
+            write_sim_runs(&mut md, &s.runs)?;
         }
     }
     if let Some(why) = &figures_skipped {
@@ -421,6 +421,38 @@ pub fn write(out: &Path, scenarios: &[ScenarioResult], quick: bool, wall_s: f64)
     atomic_write(&out.join("report.md"), &md)?;
     atomic_write(&out.join("report.html"), &html)?;
     Ok(Outcome { claims, passed, controlled, flagged, figures_skipped })
+}
+
+fn write_sim_runs(md: &mut String, runs: &[RunInfo]) -> std::fmt::Result {
+    writeln!(md, "\nRuns (normalised goodput over non-zero 250 ms windows after the warm-up; payload only, so r reads ≈ 0.965):\n")?;
+    writeln!(md, "| run | simulated s | aggregates | flows | mean | p99 | p99.9 | drop rate | mean Jain | wall s |\n|---|---|---|---|---|---|---|---|---|---|")?;
+    for r in runs {
+        writeln!(
+            md,
+            "| {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {:.1} |",
+            r.label,
+            r.simulated_s,
+            r.aggregates,
+            r.flows,
+            num(r.throughput_mean),
+            num(r.throughput_p99),
+            num(r.throughput_p999),
+            num(r.drop_rate),
+            num(r.jain_mean),
+            r.wall_seconds
+        )?;
+    }
+    Ok(())
+}
+
+fn write_detect_runs(md: &mut String, runs: &[RunInfo]) -> std::fmt::Result {
+    writeln!(md, "\nRuns (generated traces; a segment is judged when it has as many losses as the detector needs, 15 in 002):\n")?;
+    writeln!(md, "| run | traced s | packets | judged segments | found policed | wall s |\n|---|---|---|---|---|---|")?;
+    for r in runs {
+        let (judged, policed) = r.detect.map_or((0, 0), |d| (d.judged, d.policed));
+        writeln!(md, "| {} | {:.0} | {} | {judged} | {policed} | {:.1} |", r.label, r.simulated_s, r.events, r.wall_seconds)?;
+    }
+    Ok(())
 }
 
 fn atomic_write(path: &Path, text: &str) -> anyhow::Result<()> {

@@ -1,5 +1,6 @@
 //! A whole reproduction: the paper files' runs in parallel, then every claim and figure.
 
+use super::detect::{self, Judge};
 use super::metrics::{Metric, RunResult, Span};
 use super::report::{self, ClaimResult, Outcome, ScenarioResult};
 use super::sketch;
@@ -37,14 +38,27 @@ impl Reproduction {
     /// Runs every job on `threads` workers (default: all cores), evaluates the claims and
     /// writes the reports into `out`. Progress is in simulated flow-seconds, a fair proxy for
     /// the work left.
-    pub fn run(&self, out: &Path, threads: Option<usize>, simulate: &Simulate, progress: &dyn Progress) -> anyhow::Result<Outcome> {
+    pub fn run(
+        &self,
+        out: &Path,
+        threads: Option<usize>,
+        simulate: &Simulate,
+        judge: &Judge,
+        progress: &dyn Progress,
+    ) -> anyhow::Result<Outcome> {
         let wall = std::time::Instant::now();
-        let results = self.run_jobs(threads, simulate, progress)?;
+        let results = self.run_jobs(threads, simulate, judge, progress)?;
         let scenarios = self.evaluate(&results);
         report::write(out, &scenarios, self.quick, wall.elapsed().as_secs_f64())
     }
 
-    fn run_jobs(&self, threads: Option<usize>, simulate: &Simulate, progress: &dyn Progress) -> anyhow::Result<Vec<RunResult>> {
+    fn run_jobs(
+        &self,
+        threads: Option<usize>,
+        simulate: &Simulate,
+        judge: &Judge,
+        progress: &dyn Progress,
+    ) -> anyhow::Result<Vec<RunResult>> {
         let jobs = &self.jobs;
         let total: f64 = jobs.iter().map(Job::cost).sum();
         progress.start(1000, "reproduce");
@@ -61,6 +75,7 @@ impl Reproduction {
                     let r = match &j.work {
                         Work::Sim(r) => simulate(r, r.scenario.seed).map(|(summary, series)| RunResult::simulated(r, summary, series)),
                         Work::Sketch(s) => sketch::run(&j.name, s),
+                        Work::Detect(d) => detect::run(&j.name, d, judge),
                     }
                     .with_context(|| j.name.clone());
                     let mut d = done.lock().expect("progress lock");
@@ -165,6 +180,10 @@ set = { sketch_width = 256 }
         anyhow::bail!("a sketch file needs no simulator")
     }
 
+    fn no_detector(_: &detect::DetectRun) -> anyhow::Result<detect::Judged> {
+        anyhow::bail!("a sketch file needs no detector")
+    }
+
     #[test]
     fn a_control_that_passes_too_is_flagged_and_counted_apart() {
         let claims = [
@@ -173,7 +192,7 @@ set = { sketch_width = 256 }
         ];
         let (dir, r) = load(&claims.concat());
         let out = dir.path().join("out");
-        let o = r.unwrap().run(&out, Some(1), &no_simulator, &Silent).unwrap();
+        let o = r.unwrap().run(&out, Some(1), &no_simulator, &no_detector, &Silent).unwrap();
         assert_eq!((o.claims, o.passed, o.controlled, o.flagged), (2, 2, 1, 1));
 
         let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("claims.json")).unwrap()).unwrap();
@@ -201,7 +220,7 @@ set = { sketch_width = 256 }
                      paper_text = \"a test fixture\"\ntolerance = { min = 2.0 }\nnote = \"\"\n";
         let (dir, r) = load(ratio);
         let out = dir.path().join("out");
-        let o = r.unwrap().run(&out, Some(1), &no_simulator, &Silent).unwrap();
+        let o = r.unwrap().run(&out, Some(1), &no_simulator, &no_detector, &Silent).unwrap();
         assert_eq!((o.passed, o.controlled), (1, 1));
         let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("claims.json")).unwrap()).unwrap();
         let c = &json["scenarios"][0]["claims"][0];

@@ -10,8 +10,7 @@
 //! core's data path); a disagreement is an error, not a result.
 
 use crate::arrivals::exponential;
-use super::metrics::{RunResult, SketchStats};
-use crate::summary::{EngineSummary, SimulatedTime, Summary};
+use super::metrics::{offline_summary, RunResult, SketchStats};
 use anyhow::bail;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -201,17 +200,7 @@ pub fn run(name: &str, cfg: &SketchRun) -> anyhow::Result<RunResult> {
         // hold (its sketch contribution went negative), so the error is taken absolute.
         errors.push(est.abs_diff(exact) as f64 / bucket);
     }
-    let wall_seconds = wall.elapsed().as_secs_f64();
-    let summary = Summary {
-        name: name.to_string(),
-        seed: cfg.seed,
-        duration_s: cfg.duration.as_secs_f64(),
-        simulated: Some(SimulatedTime { simulated_s: cfg.duration.as_secs_f64(), interrupted: false }),
-        testbed: None,
-        flows: Vec::new(),
-        aggregates: Vec::new(),
-        engine: Some(EngineSummary { events: packets, wall_seconds, events_per_second: packets as f64 / wall_seconds.max(1e-9) }),
-    };
+    let summary = offline_summary(name, cfg.seed, cfg.duration.as_secs_f64(), packets, wall.elapsed().as_secs_f64());
     let sketch = SketchStats {
         errors,
         misestimated_fraction: if packets > 0 { misestimated as f64 / packets as f64 } else { f64::NAN },

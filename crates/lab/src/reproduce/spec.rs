@@ -3,6 +3,7 @@
 //! fields of it (one per enforcer or parameter value), `[quick]` overrides for `--quick`, the
 //! `[[claims]]` with the paper's number and a tolerance fixed before any run, and `[[figures]]`.
 
+use super::detect::DetectRun;
 use super::metrics::Metric;
 use super::selector::Selector;
 use super::sketch::SketchRun;
@@ -24,14 +25,15 @@ pub struct PaperFile {
     /// What `--quick` changes, in words (the overrides themselves are `quick`).
     #[serde(default)]
     pub quick_note: String,
-    /// What `base` describes: a network simulation (default) or a sketch-accuracy run.
+    /// What `base` describes: a network simulation (default), a sketch-accuracy run or a
+    /// detector-accuracy run.
     #[serde(default)]
     pub kind: RunKind,
     /// Dotted field path → value, applied to the base (after a run's `set`) with `--quick`.
     #[serde(default)]
     pub quick: toml::Table,
     /// A simulation scenario (docs/simulator.md) every run starts from, or with
-    /// `kind = "sketch"` a `sketch::SketchRun`.
+    /// `kind = "sketch"` a `sketch::SketchRun`, with `kind = "detect"` a `detect::DetectRun`.
     pub base: Value,
     /// Without runs the base is run once, labelled "main".
     #[serde(default)]
@@ -48,6 +50,8 @@ pub enum RunKind {
     Sim,
     /// 001 Fig. 11: count-min accuracy under FairPolicer (sketch.rs).
     Sketch,
+    /// 002 Table 3: the policing detector on generated traces of known truth (detect.rs).
+    Detect,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -201,7 +205,7 @@ pub enum CdfData {
     Jain,
 }
 
-/// One run: a validated simulation scenario or sketch run, and where it came from.
+/// One run: a validated simulation scenario, sketch or detect run, and where it came from.
 pub struct Job {
     pub file: usize,
     pub label: String,
@@ -213,6 +217,7 @@ pub struct Job {
 pub enum Work {
     Sim(Box<Resolved>),
     Sketch(SketchRun),
+    Detect(DetectRun),
 }
 
 impl Claim {
@@ -229,6 +234,7 @@ impl Job {
         match &self.work {
             Work::Sim(r) => r.scenario.duration.as_secs_f64() * r.aggregates.iter().map(|a| a.flows.len()).sum::<usize>() as f64,
             Work::Sketch(s) => s.cost(),
+            Work::Detect(d) => d.cost(),
         }
     }
 
@@ -247,6 +253,7 @@ impl Job {
                 s.flows,
                 s.duration.as_secs_f64()
             ),
+            Work::Detect(d) => format!("{}\tdetect\t{} traces\t{} rows", self.name, d.traces().len(), d.rows.as_str()),
         }
     }
 }
@@ -383,6 +390,14 @@ fn apply(doc: &Value, overrides: &toml::Table) -> Result<Value, String> {
     Ok(points.remove(0).value)
 }
 
+/// The `[base]` of a run that is not a network simulation, read and validated; errors name the
+/// run and the field.
+fn offline_base<T: serde::de::DeserializeOwned>(doc: Value, what: &str, validate: fn(&T) -> anyhow::Result<()>) -> anyhow::Result<T> {
+    let base = T::deserialize(doc).with_context(|| format!("{what}: base"))?;
+    validate(&base).with_context(|| format!("{what}: base"))?;
+    Ok(base)
+}
+
 /// The validated simulations of every loaded file, in file then run order.
 pub fn jobs(files: &[Loaded], quick: bool) -> anyhow::Result<Vec<Job>> {
     let mut out = Vec::new();
@@ -405,11 +420,8 @@ pub fn jobs(files: &[Loaded], quick: bool) -> anyhow::Result<Vec<Job>> {
                     }
                     Work::Sim(Box::new(scenario::from_value(doc, &what)?))
                 }
-                RunKind::Sketch => {
-                    let s = SketchRun::deserialize(doc).with_context(|| format!("{what}: base"))?;
-                    s.validate().with_context(|| format!("{what}: base"))?;
-                    Work::Sketch(s)
-                }
+                RunKind::Sketch => Work::Sketch(offline_base(doc, &what, SketchRun::validate)?),
+                RunKind::Detect => Work::Detect(offline_base(doc, &what, DetectRun::validate)?),
             };
             out.push(Job { file: fi, label: r.label.clone(), x: r.x, name, work });
         }
