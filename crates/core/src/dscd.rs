@@ -150,6 +150,12 @@ impl Dscd {
         self.estimator.bytes_per_sec()
     }
 
+    /// CC[ABE], the ABE credit released from Qc and not yet spent, in bytes: the saved credit
+    /// that exponential and linear decay devalue (Algorithm 3).
+    pub fn saved_abe_credit(&self) -> u64 {
+        self.cc[ABE] >> CREDIT_SHIFT
+    }
+
     /// ABE packets waiting.
     pub fn abe_len(&self) -> usize {
         self.queues[ABE].len()
