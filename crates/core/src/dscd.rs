@@ -7,8 +7,13 @@
 //! deadline (arrival + T_d) has passed are dropped, and their credit lets later ABE packets leave
 //! early. Decisions beyond the printed pseudocode (docs/queueing.md):
 //! - All credit is kept in 2^-10 bytes (004 §IV-B3's s_m = 10), for both exp modes.
-//! - One `last_devaluation` serves both the linear (idle) and the exponential decay, so no interval
-//!   is ever devalued twice (the authors' qdisc seems to double count after an idle period).
+//! - One `last_devaluation` serves both the linear (idle) and the exponential decay, as Algorithm 3
+//!   prints it, so no interval is devalued twice. The authors' qdisc gives the exponential decay a
+//!   clock of its own that its idle branch does not move, so it decays the credit left after an
+//!   idle period again by 2^(−idle/t_h); it also lets that clock's time accrue while a fixed-point
+//!   step leaves CC[ABE] unchanged, where ours truncates each step (with t_h = 1000 s and calls
+//!   microseconds apart, nothing decays). tests/dscd_qdisc_trace.rs measures both: under a BE
+//!   backlog the two agree within 0.2 %.
 //! - Algorithm 2's loop cannot find credit when exponential decay has eaten the credit an ABE packet
 //!   needs and Qc is empty; the printed loop would spin forever. We then serve the ABE head (or
 //!   the BE head) and clamp its counter at zero, as §III-B3 says counters "cannot fall below zero".
@@ -148,6 +153,12 @@ impl Dscd {
     /// The current bandwidth estimate C in bytes/s.
     pub fn estimated_rate(&self) -> f64 {
         self.estimator.bytes_per_sec()
+    }
+
+    /// CC[ABE], the ABE credit released from Qc and not yet spent, in bytes: the saved credit
+    /// that exponential and linear decay devalue (Algorithm 3).
+    pub fn saved_abe_credit(&self) -> u64 {
+        self.cc[ABE] >> CREDIT_SHIFT
     }
 
     /// ABE packets waiting.

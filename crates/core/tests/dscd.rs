@@ -9,6 +9,9 @@ use ratekit_core::exp_decay::ExpMode;
 use ratekit_core::{Bytes, DropReason, Dropped, Duration, EnforcerConfig, Instant, Packet, QueueDiscipline, Rate};
 use std::collections::{HashMap, VecDeque};
 
+mod link;
+use link::run_link;
+
 const LINK: Rate = Rate(1_250_000); // 10 Mbit/s
 const ABE: u16 = 1;
 const BE: u16 = 0;
@@ -130,40 +133,6 @@ fn tx_time(len: u32) -> u64 {
     LINK.time_to_send(len as u64).0
 }
 
-/// A constant-rate link: it takes the next packet whenever it is free. `after_dequeue` sees the
-/// queue right after each dequeue. Returns departure (start of transmission) by packet id.
-fn run_link<Q: QueueDiscipline>(
-    q: &mut Q,
-    arrivals: &[(u64, Packet)],
-    mut after_dequeue: impl FnMut(&Q, u64, Option<Packet>, &[Dropped]),
-) -> HashMap<u64, u64> {
-    let mut out = HashMap::new();
-    let (mut i, mut now, mut link_free) = (0, 0u64, 0u64);
-    let mut drops = Vec::new();
-    loop {
-        let next_arrival = arrivals.get(i).map(|a| a.0);
-        let can_send = q.backlog_bytes() > 0;
-        match next_arrival {
-            Some(a) if !can_send || a <= link_free.max(now) => {
-                now = now.max(a);
-                q.enqueue(Instant(now), arrivals[i].1, &mut drops);
-                i += 1;
-            }
-            _ if can_send => {
-                now = now.max(link_free);
-                drops.clear();
-                let p = q.dequeue(Instant(now), &mut drops);
-                after_dequeue(q, now, p, &drops);
-                if let Some(p) = p {
-                    out.insert(p.id, now);
-                    link_free = now + tx_time(p.len);
-                }
-            }
-            _ => return out,
-        }
-    }
-}
-
 fn arrivals(seed: u64, n: usize, abe_share: f64, load: f64) -> Vec<(u64, Packet)> {
     let mut x = seed | 1;
     let mut rnd = move || {
@@ -199,7 +168,7 @@ proptest! {
         let arr = arrivals(seed, 600, abe_share, load);
         let arrival_of: HashMap<u64, (u64, u16)> = arr.iter().map(|(t, p)| (p.id, (*t, p.class))).collect();
         let mut fifo = Fifo::default();
-        let fifo_dep = run_link(&mut fifo, &arr, |_, _, _, _| {});
+        let fifo_dep = run_link(&mut fifo, LINK, &arr, |_, _, _, _| {});
         let exp = if fixed { ExpMode::Fixed } else { ExpMode::Float };
         let mut q = dscd(exp, Some(10_000_000));
         // Bytes the FIFO holds at `t`: arrived and not yet fully transmitted.
@@ -207,7 +176,7 @@ proptest! {
         let fifo_holds = |t: u64| -> u64 { fifo_spans.iter().filter(|s| s.0 <= t && t < s.1).map(|s| s.2).sum() };
         let mut violations = Vec::new();
         let mut credit_excess = Vec::new();
-        let dscd_dep = run_link(&mut q, &arr, |q, now, p, drops| {
+        let dscd_dep = run_link(&mut q, LINK, &arr, |q, now, p, drops| {
             // Credit imitates the FIFO's occupancy: never more than it, beyond the packet that
             // just started (counted by the FIFO until it is fully sent, by DSCD no longer).
             let (credit, fifo) = (q.total_credit(), fifo_holds(now));
