@@ -577,6 +577,7 @@ mod tests {
             warmup_s: 0.0,
             udp_offered: vec![None; n],
             sketch: None,
+            detect: None,
         }
     }
 
