@@ -35,8 +35,6 @@ pub struct Conn {
     /// Linux's `tp->app_limited`: segments sent while it is non-zero carry app-limited rate
     /// samples, until more than this many segments are delivered.
     pub app_limited: u64,
-    /// The kernel's tick (`tcp_jiffies32` counts these): CUBIC's clock.
-    pub jiffy_ns: u64,
 }
 
 impl Conn {
@@ -60,7 +58,6 @@ impl Conn {
             edt_ns: 0,
             fq_paced: false,
             app_limited: 0,
-            jiffy_ns: 4_000_000,
         }
     }
 }

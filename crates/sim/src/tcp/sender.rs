@@ -155,7 +155,6 @@ impl TcpSender {
 
     pub fn set_kernel_hz(&mut self, hz: u32) {
         self.wheel = TimerWheel::hz(hz);
-        self.conn.jiffy_ns = self.wheel.jiffy_ns;
     }
 
     /// Paces a model that does not pace itself as Linux does under the fq qdisc: each segment
@@ -868,7 +867,7 @@ impl TcpSender {
             return;
         }
         let idle = now.saturating_sub(self.last_send_ns);
-        self.cc.on_tx_start(&self.conn, now, self.last_send_ns);
+        self.cc.on_tx_start(now, self.last_send_ns);
         if idle > self.rto_ns {
             let restart = INIT_CWND.min(self.conn.cwnd);
             let mut cwnd = self.conn.cwnd;
