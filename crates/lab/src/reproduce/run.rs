@@ -100,7 +100,7 @@ impl Reproduction {
             .enumerate()
             .map(|(fi, f)| {
                 let runs: Vec<(&Job, &RunResult)> = self.jobs.iter().zip(results).filter(|(j, _)| j.file == fi).collect();
-                let find = |label: &Option<String>| -> &RunResult {
+                let find = |label: Option<&String>| -> &RunResult {
                     match label {
                         Some(l) => runs.iter().find(|(j, _)| &j.label == l).expect("labels checked on load").1,
                         None => runs[0].1,
@@ -111,10 +111,8 @@ impl Reproduction {
                     .claims
                     .iter()
                     .map(|c| {
-                        let measure = |run: &Option<String>, over: Option<&String>| {
-                            claim_value(c, find(run), over.map(|o| find(&Some(o.clone()))))
-                        };
-                        ClaimResult::new(c, measure(&c.run, c.over_run.as_ref()), measure(&Some(c.control.clone()), c.control_over()))
+                        let measure = |run: Option<&String>, over: Option<&String>| claim_value(c, find(run), over.map(|o| find(Some(o))));
+                        ClaimResult::new(c, measure(c.run.as_ref(), c.over_run.as_ref()), measure(Some(&c.control), c.control_over()))
                     })
                     .collect();
                 ScenarioResult::new(&f.name, &f.spec, self.quick, claims, runs)
