@@ -286,6 +286,9 @@ impl QueueDiscipline for AnyQueue {
     fn backlog_bytes(&self) -> u64 {
         each_queue!(self, q => q.backlog_bytes())
     }
+    fn link_rate_estimate(&self) -> Option<f64> {
+        each_queue!(self, q => q.link_rate_estimate())
+    }
 }
 
 #[cfg(test)]

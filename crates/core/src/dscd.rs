@@ -266,4 +266,8 @@ impl QueueDiscipline for Dscd {
     fn backlog_bytes(&self) -> u64 {
         self.backlog
     }
+
+    fn link_rate_estimate(&self) -> Option<f64> {
+        Some(self.estimated_rate())
+    }
 }

@@ -79,4 +79,9 @@ pub trait QueueDiscipline {
     fn next_wakeup(&self) -> Option<Instant>;
     /// Bytes currently queued.
     fn backlog_bytes(&self) -> u64;
+    /// The discipline's own estimate of its link's rate in bytes/s, for one that measures it
+    /// (DSCD's Algorithm 4), so drivers can report it beside the rate the link really has.
+    fn link_rate_estimate(&self) -> Option<f64> {
+        None
+    }
 }

@@ -138,4 +138,8 @@ impl<Q: QueueDiscipline> QueueDiscipline for WithStats<Q> {
     fn backlog_bytes(&self) -> u64 {
         self.inner.backlog_bytes()
     }
+
+    fn link_rate_estimate(&self) -> Option<f64> {
+        self.inner.link_rate_estimate()
+    }
 }

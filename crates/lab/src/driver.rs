@@ -137,6 +137,20 @@ impl<Q: QueueDiscipline> AggregateDriver<Q> {
         self.wakeup
     }
 
+    /// The link now runs at `rate` (a throttled bottleneck, 004 Figs. 6-8): the packet on the
+    /// wire keeps the rate it started at, as on a real link.
+    pub fn set_link_rate(&mut self, rate: Rate) {
+        self.link_rate = Some(rate);
+    }
+
+    /// A queueing enforcer's own estimate of its link's rate in bytes/s, if it keeps one.
+    pub fn link_rate_estimate(&self) -> Option<f64> {
+        match &self.kind {
+            Kind::Policer(_) => None,
+            Kind::Queue { queue, .. } => queue.link_rate_estimate(),
+        }
+    }
+
     /// Arrivals, passes (dequeued) and drops by reason; for a queueing enforcer also sojourn.
     pub fn stats(&self) -> &QueueStats {
         match &self.kind {

@@ -13,4 +13,7 @@ pub struct Series {
     /// [window][flow] payload bytes that arrived at the receiver, in order or not, duplicates
     /// included (what a capture at the receiver counts; UDP: as goodput).
     pub wire_bytes: Vec<Vec<u64>>,
+    /// [window][aggregate] the aggregate link's rate at the window's end and, where its queueing
+    /// enforcer estimates it (DSCD), that estimate, both in bits/s.
+    pub link_bps: Vec<Vec<(f64, Option<f64>)>>,
 }

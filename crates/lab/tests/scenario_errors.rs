@@ -25,7 +25,7 @@ fn the_reference_scenario_is_valid() {
 
 #[test]
 fn errors_name_file_and_field() {
-    let cases: [(&str, &str, &str); 14] = [
+    let cases: [(&str, &str, &str); 17] = [
         ("zero rate", &GOOD.replace("rate = \"10mbit\"", "rate = \"0mbit\""), "enforcer.rate"),
         ("zero aggregate rate", &GOOD.replace("[[aggregates]]", "[[aggregates]]\nrate = 0"), "aggregates.rate"),
         ("negative delay", &GOOD.replace("rtt = \"10ms\"", "rtt = \"-10ms\""), "aggregates.flows.rtt"),
@@ -39,6 +39,13 @@ fn errors_name_file_and_field() {
         ("kernel HZ Linux does not offer", &GOOD.replace("rtt = \"10ms\"", "rtt = \"10ms\", kernel_hz = 200"), "aggregates[0].flows[0].kernel_hz"),
         ("ACK noise of a second", &GOOD.replace("rtt = \"10ms\"", "rtt = \"10ms\", ack_jitter = \"1s\""), "aggregates[0].flows[0].ack_jitter"),
         ("a reader asleep for a second", &GOOD.replace("rtt = \"10ms\"", "rtt = \"10ms\", receiver_wakeup = \"1s\""), "aggregates[0].flows[0].receiver_wakeup"),
+        ("link step to zero", &GOOD.replace("[[aggregates]]", "[[aggregates]]\nlink_steps = [{ at = \"0.5s\", rate = 0 }]"), "aggregates.link_steps.rate"),
+        ("link step after the end", &GOOD.replace("[[aggregates]]", "[[aggregates]]\nlink_steps = [{ at = \"1s\", rate = \"5mbit\" }]"), "aggregates[0].link_steps[0].at"),
+        (
+            "link steps out of order",
+            &GOOD.replace("[[aggregates]]", "[[aggregates]]\nlink_steps = [{ at = \"0.5s\", rate = \"5mbit\" }, { at = \"0.2s\", rate = \"8mbit\" }]"),
+            "aggregates[0].link_steps[1].at",
+        ),
         (
             "class fraction above 1",
             &GOOD.replace("cc = \"bbr\", rtt = \"10ms\"", "rtt = \"10ms\", app = { kind = \"lognormal\", rate = \"1mbit\", class_fraction = 1.5 }"),

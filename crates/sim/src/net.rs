@@ -41,11 +41,47 @@ pub struct Link {
     measured: bool,
     /// A packet has left since the warm-up ended: later ones were sent wholly after it.
     past_warmup: bool,
+    /// Rate changes still to come, (time, rate), latest first. They are applied at the first
+    /// event at or after their time: a packet already on the wire keeps its rate.
+    steps: Vec<(u64, Rate)>,
 }
 
 impl Link {
     pub fn new(id: ComponentId, agg: u32, rate: Rate, queue: LinkQueue) -> Self {
-        Link { id, agg, rate, queue, in_tx: None, wake: Wakeup::default(), measured: false, past_warmup: false }
+        Link { id, agg, rate, queue, in_tx: None, wake: Wakeup::default(), measured: false, past_warmup: false, steps: Vec::new() }
+    }
+
+    /// The link's rate changes to each step's rate at its time (ns; any order).
+    pub fn with_steps(mut self, mut steps: Vec<(u64, Rate)>) -> Self {
+        steps.sort_by(|a, b| b.0.cmp(&a.0));
+        self.steps = steps;
+        self
+    }
+
+    fn apply_steps(&mut self, now: u64) {
+        while let Some(&(at, rate)) = self.steps.last() {
+            if at > now {
+                break;
+            }
+            self.steps.pop();
+            self.rate = rate;
+            if let LinkQueue::Enforcer(e) = &mut self.queue {
+                e.driver.set_link_rate(rate);
+            }
+        }
+    }
+
+    /// The rate the link runs at now.
+    pub fn rate(&self) -> Rate {
+        self.rate
+    }
+
+    /// A queueing enforcer's own estimate of this link's rate in bytes/s, if it keeps one.
+    pub fn rate_estimate(&self) -> Option<f64> {
+        match &self.queue {
+            LinkQueue::Enforcer(e) => e.driver.link_rate_estimate(),
+            LinkQueue::DropTail { .. } => None,
+        }
     }
 
     /// A queueing enforcer as the queue of a link at `rate`.
@@ -74,6 +110,7 @@ impl Link {
 
     pub fn arrive(&mut self, ctx: &mut Ctx, idx: u32) {
         let now = ctx.ev.now();
+        self.apply_steps(now);
         let len = ctx.pool.get(idx).len as u64;
         match &mut self.queue {
             LinkQueue::DropTail { q, bytes, limit } => {
@@ -151,6 +188,7 @@ impl Link {
         if !self.wake.fire(now) {
             return;
         }
+        self.apply_steps(now);
         let (measured, agg, rate, past_warmup) = (self.measured, self.agg, self.rate, &mut self.past_warmup);
         match &mut self.queue {
             LinkQueue::DropTail { .. } => {

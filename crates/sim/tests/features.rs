@@ -1,7 +1,7 @@
 //! The simulator's measurement and topology features, each against a result worked out by hand
 //! from constant-rate traffic, so that a wrong implementation fails: statistics at the
 //! enforcement point, flow stop times, pacing, wire-arrival bytes, customers and `via` routes,
-//! a UDP source labelling a fraction of its datagrams with another class.
+//! a UDP source labelling a fraction of its datagrams with another class, a link whose rate steps.
 
 use ratekit_lab::summary::Summary;
 use ratekit_lab::series::Series;
@@ -314,4 +314,41 @@ fn class_fraction_labels_a_share_of_one_stream() {
     let delivered = f.delivered_bytes / 1472;
     let sent = c0.sent + c1.sent;
     assert!(delivered <= sent && delivered + 300 >= sent, "{delivered} of {sent} datagrams delivered");
+}
+
+/// 20 Mbit/s of datagrams into a link of 10 Mbit/s that steps to 5 Mbit/s at 1 s and back at
+/// 2 s: each 250 ms window carries the link's rate of that moment, and the utilisation counts
+/// the capacity the steps left (10·1 + 5·1 + 10·1 Mbit), so a saturated link still reads 1.
+/// DSCD as the link's queue estimates the rate from its backlogged departures (004 Alg. 4).
+#[test]
+fn a_link_runs_at_the_rate_of_its_latest_step() {
+    for enforcer in ["kind = \"token_bucket\"\nrate = \"100mbit\"\nburst = \"1mb\"", "kind = \"dscd\""] {
+        let (s, series) = run(&format!(
+            r#"
+            duration = "3s"
+            [enforcer]
+            {enforcer}
+            [[aggregates]]
+            rate = "10mbit"
+            link_rate = "10mbit"
+            buffer = "30kb"
+            link_steps = [{{ at = "1s", rate = "5mbit" }}, {{ at = "2s", rate = "10mbit" }}]
+            flows = [{{ rtt = "10ms", app = {{ kind = "cbr", rate = "20mbit", packet = 1500 }} }}]
+        "#
+        ));
+        let util = s.aggregates[0].path.as_ref().unwrap().link_utilization;
+        assert!(close(util, 1.0, 0.01), "{enforcer}: utilisation {util}");
+        for (w, want) in [(2, 10e6), (6, 5e6), (10, 10e6)] {
+            let got = series.goodput_bps[w][0];
+            assert!(close(got, want * 1472.0 / 1500.0, 0.03), "{enforcer}: window {w}: {got} bit/s, link {want}");
+            let (link, estimate) = series.link_bps[w][0];
+            assert_eq!(link, want, "{enforcer}: window {w}");
+            if enforcer.contains("dscd") {
+                let e = estimate.expect("DSCD estimates its link");
+                assert!(close(e, want, 0.05), "window {w}: DSCD's estimate {e}, link {want}");
+            } else {
+                assert_eq!(estimate, None);
+            }
+        }
+    }
 }

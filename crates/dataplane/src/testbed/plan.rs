@@ -1,7 +1,7 @@
 //! What the testbed makes of a scenario (ratekit-lab's, the file `ratekit sim` reads): one list
 //! of flows and the RTTs the middlebox emulates (one sender address per distinct RTT), once it
-//! is checked that real Linux TCP between namespaces can run it. The simulator's model of the path (link_rate, buffer,
-//! host_rate, secondary) has no counterpart here and is ignored; what would change
+//! is checked that real Linux TCP between namespaces can run it. The simulator's model of the path (link_rate,
+//! link_steps, buffer, host_rate, secondary) has no counterpart here and is ignored; what would change
 //! the traffic itself and the testbed cannot do is refused, naming the field.
 
 use ratekit_core::Duration;

@@ -117,6 +117,10 @@ pub enum Metric {
     /// |estimated / configured rate − 1| over the segments found policed of traces a policer
     /// made: `rate_error_mean`, `rate_error_p50`.
     RateError(Stat),
+    /// |the queueing enforcer's estimate of its link's rate / the link's rate − 1| at the end of
+    /// every window of the span, per selected aggregate whose enforcer estimates it (DSCD's
+    /// Algorithm 4, 004 Figs. 6-8): `estimate_error_mean`, `estimate_error_p95`.
+    EstimateError(Stat),
 }
 
 impl Metric {
@@ -135,6 +139,9 @@ impl Metric {
         }
         if let Some(r) = s.strip_prefix("rate_error_") {
             return Ok(Metric::RateError(stat(r)?));
+        }
+        if let Some(r) = s.strip_prefix("estimate_error_") {
+            return Ok(Metric::EstimateError(stat(r)?));
         }
         if let Some(r) = s.strip_prefix("jain_all_") {
             return Ok(Metric::JainAll(stat(r)?));
@@ -169,7 +176,7 @@ impl Metric {
                     st => Metric::Delay(st),
                 },
                 _ => bail!(
-                    "unknown metric '{s}' (throughput_STAT, burst_STAT, wire_STAT, wire_burst_STAT, jain_STAT, jain_all_STAT, unfairness_STAT, flow_unfairness, udp_loss, drop_rate, share, goodput, ratio, fct_spread, fct_STAT, utilization, delay_STAT, class_loss, sketch_error_STAT, sketch_misestimation, detect_policed, detect_not_policed, rate_error_STAT)"
+                    "unknown metric '{s}' (throughput_STAT, burst_STAT, wire_STAT, wire_burst_STAT, jain_STAT, jain_all_STAT, unfairness_STAT, flow_unfairness, udp_loss, drop_rate, share, goodput, ratio, fct_spread, fct_STAT, utilization, delay_STAT, class_loss, sketch_error_STAT, sketch_misestimation, detect_policed, detect_not_policed, rate_error_STAT, estimate_error_STAT)"
                 ),
             },
         })
@@ -371,6 +378,20 @@ impl RunResult {
         out
     }
 
+    /// |estimate / link rate − 1| of every selected aggregate whose enforcer estimates its link,
+    /// at the end of every window of the span.
+    fn estimate_errors(&self, sel: &Selector, span: Span) -> Vec<f64> {
+        let mut out = Vec::new();
+        for w in self.windows(span) {
+            for (a, &(link, estimate)) in self.series.link_bps.get(w).into_iter().flatten().enumerate() {
+                if let (Some(e), true) = (estimate, self.agg_matches(a, sel)) {
+                    out.push((e / link - 1.0).abs());
+                }
+            }
+        }
+        out
+    }
+
     /// Jain's index of every selected aggregate in every window, over flows with a non-zero rate.
     pub fn jain_samples(&self, sel: &Selector, span: Span) -> Vec<f64> {
         self.jain_windows(sel, span, false)
@@ -424,6 +445,7 @@ impl RunResult {
                 apply_stat(s, self.throughput_samples(sel, span).into_iter().map(|x| (x - 1.0).max(0.0)).collect())
             }
             Metric::Wire(s) => apply_stat(s, self.wire_samples(sel, span)),
+            Metric::EstimateError(s) => apply_stat(s, self.estimate_errors(sel, span)),
             Metric::WireBurst(s) => {
                 apply_stat(s, self.wire_samples(sel, span).into_iter().map(|x| (x - 1.0).max(0.0)).collect())
             }

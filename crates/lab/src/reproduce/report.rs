@@ -254,6 +254,24 @@ fn figure(file: String, spec: &FigureSpec, runs: &[(&Job, &RunResult)]) -> Figur
                 log_y: false,
             }
         }
+        FigureSpec::LinkEstimate { title, runs: which } => {
+            let chosen: Vec<&(&Job, &RunResult)> = which.iter().filter_map(|l| runs.iter().find(|(j, _)| &j.label == l)).collect();
+            let line = |label: String, r: &RunResult, pick: fn(&(f64, Option<f64>)) -> Option<f64>| {
+                let (x, y) = r
+                    .series
+                    .link_bps
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(w, row)| Some(((w + 1) as f64 * r.window_s, pick(row.first()?)? / 1e9)))
+                    .unzip();
+                Series { label, x, y }
+            };
+            let mut series: Vec<Series> = chosen.iter().map(|(j, r)| line(format!("estimate, {}", j.label), r, |&(_, e)| e)).collect();
+            if let Some((_, r)) = chosen.first() {
+                series.push(line("the link's rate".into(), r, |&(l, _)| Some(l)));
+            }
+            Figure { file, title: title.clone(), kind: "lines", xlabel: "time (s)".into(), ylabel: "Gbit/s".into(), series, log_x: false, log_y: false }
+        }
         FigureSpec::Metric { title, metric, xlabel, select, over, groups, log_x, log_y } => {
             let m = Metric::parse(metric).expect("checked on load");
             let series = groups

@@ -177,6 +177,9 @@ pub enum FigureSpec {
         #[serde(default)]
         select: Selector,
     },
+    /// The queueing enforcer's estimate of its link's rate over time, one line per run, with
+    /// the rate the link really had in the first of them (004 Figs. 6-8).
+    LinkEstimate { title: String, runs: Vec<String> },
     /// One metric per run against the runs' `x`.
     Metric {
         title: String,
@@ -331,7 +334,7 @@ fn check(spec: &PaperFile) -> anyhow::Result<()> {
     }
     for (i, f) in spec.figures.iter().enumerate() {
         match f {
-            FigureSpec::Cdf { runs: Some(rs), .. } => {
+            FigureSpec::Cdf { runs: Some(rs), .. } | FigureSpec::LinkEstimate { runs: rs, .. } => {
                 for r in rs {
                     known(&format!("figures[{i}].runs"), &Some(r.clone()))?;
                 }
@@ -358,7 +361,7 @@ pub fn check_quick(f: &Loaded) -> anyhow::Result<()> {
     }
     for fig in &f.spec.figures {
         let used: Vec<&String> = match fig {
-            FigureSpec::Cdf { runs: Some(rs), .. } => rs.iter().collect(),
+            FigureSpec::Cdf { runs: Some(rs), .. } | FigureSpec::LinkEstimate { runs: rs, .. } => rs.iter().collect(),
             FigureSpec::Timeseries { run, .. } => vec![run],
             _ => Vec::new(),
         };

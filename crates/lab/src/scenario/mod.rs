@@ -119,6 +119,10 @@ pub struct AggregateConfig {
     /// The link behind the enforcement point; a queueing enforcer is this link's queue.
     #[serde(default = "default_link_rate")]
     pub link_rate: Rate,
+    /// Changes of that link's rate during the run, in time order (004 Figs. 6-8 throttle the
+    /// bottleneck to a quarter and back): from `at` on the link runs at `rate`.
+    #[serde(default)]
+    pub link_steps: Vec<LinkStep>,
     /// Drop-tail buffer of that link when the enforcer is a policer. Default: 1 MB.
     #[serde(default = "default_buffer")]
     pub buffer: Bytes,
@@ -131,6 +135,28 @@ pub struct AggregateConfig {
     #[serde(default)]
     pub secondary: Option<LinkConfig>,
     pub flows: Vec<FlowConfig>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkStep {
+    pub at: Duration,
+    pub rate: Rate,
+}
+
+impl AggregateConfig {
+    /// The rate of the aggregate's link at `t_ns`.
+    pub fn link_rate_at(&self, t_ns: u64) -> Rate {
+        self.link_steps.iter().take_while(|s| s.at.0 <= t_ns).last().map_or(self.link_rate, |s| s.rate)
+    }
+
+    /// Bytes the link can carry from `from_ns` to `to_ns`, its steps included.
+    pub fn link_capacity_bytes(&self, from_ns: u64, to_ns: u64) -> f64 {
+        let mut edges: Vec<u64> = self.link_steps.iter().map(|s| s.at.0).filter(|&t| t > from_ns && t < to_ns).collect();
+        edges.insert(0, from_ns);
+        edges.push(to_ns);
+        edges.windows(2).map(|w| self.link_rate_at(w[0]).bytes_per_sec() as f64 * (w[1] - w[0]) as f64 * 1e-9).sum()
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -355,6 +381,15 @@ fn resolve(sc: Scenario, file: &str) -> Result<Resolved, ScenarioError> {
         }
         if a.buffer.0 < 1500 {
             return Err(err(f("buffer"), "must hold at least one 1500-byte packet".into()));
+        }
+        for (si, step) in a.link_steps.iter().enumerate() {
+            let fs = |name: &str| f(&format!("link_steps[{si}].{name}"));
+            if step.at >= sc.duration {
+                return Err(err(fs("at"), "is not before the run ends".into()));
+            }
+            if si > 0 && step.at <= a.link_steps[si - 1].at {
+                return Err(err(fs("at"), "must be later than the step before it".into()));
+            }
         }
         if let Some(s) = &a.secondary {
             if s.buffer.0 < 1500 {

@@ -38,6 +38,7 @@ impl World {
         };
         let mut agg_rates_bps = Vec::new();
         let mut agg_kinds = Vec::new();
+        let mut agg_links = Vec::new();
         let mut starts = Vec::new();
         // Per aggregate: its enforcement point and link, the hops a `via` flow crosses.
         let mut agg_hops = Vec::new();
@@ -60,7 +61,9 @@ impl World {
             let rng = ChaCha8Rng::seed_from_u64(mix(seed, 0xE0F0_0000 + a.id as u64));
             comps.push(Comp::Enf(Box::new(EnforcementPoint::new(a.id, a.cfg.loss, rng, policer))));
             let link_id = comps.len() as ComponentId;
-            comps.push(Comp::Link(Box::new(Link::new(link_id, a.id, a.cfg.link_rate, queue).measured())));
+            let steps = a.cfg.link_steps.iter().map(|s| (s.at.0, s.rate)).collect();
+            comps.push(Comp::Link(Box::new(Link::new(link_id, a.id, a.cfg.link_rate, queue).measured().with_steps(steps))));
+            agg_links.push(link_id);
             agg_hops.push([enf_id, link_id]);
             let secondary = a.cfg.secondary.as_ref().map(|s| {
                 let id = comps.len() as ComponentId;
@@ -156,6 +159,6 @@ impl World {
             }
         }
         let wire_window = vec![0; flows.len()];
-        Ok(World { ctx, comps, flows, route_hops, route_start, agg_rates_bps, agg_kinds, wire_window, owner })
+        Ok(World { ctx, comps, flows, route_hops, route_start, agg_rates_bps, agg_kinds, agg_links, wire_window, owner })
     }
 }

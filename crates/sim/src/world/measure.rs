@@ -98,8 +98,7 @@ impl World {
             .zip(drops_by_reason)
             .map(|(a, drops_by_reason)| {
                 let c = self.ctx.aggs[a];
-                let measured_s = sim_end.saturating_sub(warmup) as f64 * 1e-9;
-                let capacity = r.aggregates[a].cfg.link_rate.bits_per_sec() as f64 / 8.0 * measured_s;
+                let capacity = r.aggregates[a].cfg.link_capacity_bytes(warmup.min(sim_end), sim_end);
                 let utilization = if capacity > 0.0 { c.link_bytes as f64 / capacity } else { 0.0 };
                 let (norm, jain) = (&mut samples.norm[a], &samples.jain[a]);
                 AggSummary {

@@ -56,6 +56,8 @@ pub struct World {
     route_start: Vec<u32>,
     agg_rates_bps: Vec<f64>,
     agg_kinds: Vec<&'static str>,
+    /// Each aggregate's own link (its rate may step; a queueing enforcer on it may estimate it).
+    agg_links: Vec<ComponentId>,
     /// Per flow: payload bytes arrived at the receiver in the current window.
     wire_window: Vec<u64>,
     /// Per flow id, the scenario flow it belongs to: itself, or for the relabel ids after the

@@ -90,7 +90,7 @@ impl World {
                 let mut f = BufWriter::new(std::fs::File::create(d.join("flows.csv"))?);
                 writeln!(f, "time_s,flow,aggregate,goodput_bps,cwnd_segments,srtt_ms,bbr_bw_mbps,bbr_min_rtt_ms,bbr_pacing_gain")?;
                 let mut a = BufWriter::new(std::fs::File::create(d.join("aggregates.csv"))?);
-                writeln!(a, "time_s,aggregate,throughput_bps,normalized_throughput,arrivals,enforcer_drops,queue_drops,jain")?;
+                writeln!(a, "time_s,aggregate,throughput_bps,normalized_throughput,arrivals,enforcer_drops,queue_drops,jain,link_rate_bps,rate_estimate_bps")?;
                 Some((f, a))
             }
             None => None,
@@ -148,7 +148,13 @@ impl World {
                 }
             }
             let mut norm_row = Vec::new();
+            let mut link_row = Vec::with_capacity(naggs);
             for a in 0..naggs {
+                let (link_bps, estimate_bps) = match &self.comps[self.agg_links[a] as usize] {
+                    Comp::Link(l) => (l.rate().bits_per_sec() as f64, l.rate_estimate().map(|b| b * 8.0)),
+                    _ => unreachable!("an aggregate's link is a link"),
+                };
+                link_row.push((link_bps, estimate_bps));
                 let thr = agg_bytes[a] as f64 * 8.0 / dt;
                 let norm = thr / self.agg_rates_bps[a];
                 let j = ratekit_core::metrics::jain(&agg_active[a]);
@@ -157,11 +163,12 @@ impl World {
                 if let Some((_, w)) = writers.as_mut() {
                     writeln!(
                         w,
-                        "{t_s:.3},{a},{thr:.0},{norm:.4},{},{},{},{}",
+                        "{t_s:.3},{a},{thr:.0},{norm:.4},{},{},{},{},{link_bps:.0},{}",
                         c.arrivals - p.arrivals,
                         c.enforcer_drops - p.enforcer_drops,
                         c.queue_drops - p.queue_drops,
-                        j.map_or(String::new(), |j| format!("{j:.4}"))
+                        j.map_or(String::new(), |j| format!("{j:.4}")),
+                        estimate_bps.map_or(String::new(), |e| format!("{e:.0}"))
                     )?;
                 }
                 prev[a] = c;
@@ -180,6 +187,7 @@ impl World {
                 series.cwnd.push(cwnd_row);
                 series.normalized.push(norm_row);
                 series.wire_bytes.push(wire_row);
+                series.link_bps.push(link_row);
             }
             if let Some((f, a)) = writers.as_mut() {
                 f.flush()?;
