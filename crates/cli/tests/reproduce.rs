@@ -176,3 +176,44 @@ fn every_paper_scenario_validates_in_both_modes() {
         assert!(String::from_utf8_lossy(&o.stdout).contains("scenarios,"));
     }
 }
+
+/// A claim on a run that `--quick` leaves out must say `full_only`: then quick mode drops it and
+/// full mode judges it; without the flag the file is refused, naming the claim and the run.
+#[test]
+fn full_only_claims_are_judged_in_full_mode_only() {
+    let base = std::fs::read_to_string(paper_dir().join("000-fig8d-priority.toml")).unwrap();
+    let extra = r#"
+[[runs]]
+label = "flat fair, full"
+full_only = true
+set = { "enforcer.policy" = "fair" }
+
+[[claims]]
+name = "a full-mode cell"
+run = "flat fair, full"
+control = "main"
+metric = "share"
+select = { class = 3 }
+paper_text = "a test fixture"
+tolerance = { max = 0.5 }
+note = "-"
+FULL_ONLY"#;
+    let dir = tempfile::tempdir().unwrap();
+    let count = |text: &str, quick: bool| {
+        let scen = dir.path().join(format!("s{}{quick}", text.len()));
+        std::fs::create_dir_all(&scen).unwrap();
+        std::fs::write(scen.join("x.toml"), text).unwrap();
+        let mut args = vec!["--dry-run", "--scenarios", scen.to_str().unwrap(), "--out", "/nonexistent/unused"];
+        if quick {
+            args.push("--quick");
+        }
+        let o = reproduce(&args);
+        (String::from_utf8_lossy(&o.stdout).to_string(), String::from_utf8_lossy(&o.stderr).to_string())
+    };
+    let flagged = format!("{base}{}", extra.replace("FULL_ONLY", "full_only = true"));
+    assert!(count(&flagged, true).0.contains(", 5 claims"), "{:?}", count(&flagged, true));
+    assert!(count(&flagged, false).0.contains(", 6 claims"), "{:?}", count(&flagged, false));
+    let unflagged = format!("{base}{}", extra.replace("FULL_ONLY", ""));
+    let (_, err) = count(&unflagged, true);
+    assert!(err.contains("claim 'a full-mode cell' uses run 'flat fair, full', which is full_only"), "{err}");
+}

@@ -26,7 +26,12 @@ pub struct Reproduction {
 impl Reproduction {
     /// The paper files in `dir` whose name contains one of `only` (all when empty).
     pub fn load(dir: &Path, only: &[String], quick: bool) -> anyhow::Result<Self> {
-        let files = spec::load_dir(dir, only)?;
+        let mut files = spec::load_dir(dir, only)?;
+        if quick {
+            for f in &mut files {
+                f.spec.claims.retain(|c| !c.full_only);
+            }
+        }
         let jobs = spec::jobs(&files, quick)?;
         Ok(Reproduction { files, jobs, quick })
     }
