@@ -8,6 +8,9 @@
 //! - ICP's Fig. 4 is not in the text: with fill ratio f = tokens/S and knee k (default 0.25),
 //!   step drops every packet while f < k; slope drops with 1 − f/k; squared with (1 − f/k)².
 //!   ICP drains the size of each of the customer's packets the queue dropped (RED or full).
+//!   ICP is "independent of the queue's state" and can be "implemented as independent device"
+//!   (003 §IV-A), so a packet ICP drops never reaches the queue: it does not move RED's average.
+//!   AFCP and AICP sit in the queue's device, where RED averages every arrival.
 //! - AFCP's "current drop probability" is RED's p_b for the current average (not the per-packet,
 //!   count-adjusted p_a), so it is a function of the queue's state only.
 //! - AICP consumes tokens like AFCP-b: every packet it forwards drains size × RED's p_b (with
@@ -41,6 +44,11 @@ pub enum CpqVariant {
 }
 
 impl CpqVariant {
+    /// ICP: the policer is a device in front of the queue (003 §IV-A).
+    fn is_icp(self) -> bool {
+        matches!(self, CpqVariant::IcpStep | CpqVariant::IcpSlope | CpqVariant::IcpSquared)
+    }
+
     /// 003 Table I: (bucket size in bytes, fill rate in bytes/s).
     pub fn table_i(self) -> (u64, u64) {
         match self {
@@ -230,6 +238,7 @@ impl Cpq {
                 if p >= 1.0 || (p > 0.0 && self.aqm.draw() < p) {
                     return Some(DropReason::CongestionPolicer);
                 }
+                self.aqm.on_arrival(now, self.fifo.bytes);
                 let verdict = self.aqm_verdict(len);
                 if verdict.is_some() {
                     self.drain(pkt.aggregate, size); // a dropped packet is congestion
@@ -319,7 +328,9 @@ impl QueueDiscipline for Cpq {
         if self.variant == CpqVariant::Drr {
             return self.drr_enqueue(pkt, drops);
         }
-        self.aqm.on_arrival(now, self.fifo.bytes);
+        if !self.variant.is_icp() {
+            self.aqm.on_arrival(now, self.fifo.bytes);
+        }
         match self.decide(now, &pkt) {
             Some(reason) => drops.push(Dropped { pkt, reason }),
             None => {

@@ -137,9 +137,10 @@ impl RedAqm {
         }
     }
 
-    /// The queue just emptied: the idle period starts now.
+    /// The queue is empty at `now`: an idle period starts unless one is already running (an
+    /// arrival that RED never saw, e.g. one a policer in front dropped, must not restart it).
     pub fn on_empty(&mut self, now: Instant) {
-        self.idle_since = Some(now);
+        self.idle_since.get_or_insert(now);
     }
 
     /// p_b for the current average and the given thresholds; 1.0 at and above max_th.

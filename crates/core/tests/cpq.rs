@@ -116,6 +116,19 @@ fn icp_step_drops_everything_below_the_knee() {
     assert!(b.offer(2).is_none(), "other customers are not policed");
 }
 
+#[test]
+fn icp_drops_never_reach_reds_average() {
+    // 003 §IV-A: ICP is a device in front of the queue, so RED (w_q = 1 here: avg = the queue
+    // at the last arrival it saw) must not see the packets ICP drops.
+    let mut b = icp_at(CpqVariant::IcpStep, 2_000); // fill 0.2 < knee; queue 10 000 B
+    let seen = b.q.red_avg();
+    assert!(seen >= 90_000.0, "the last arrival RED saw found the queue full: {seen}");
+    assert!((0..50).all(|_| b.offer(1) == Some(DropReason::CongestionPolicer)));
+    assert_eq!(b.q.red_avg(), seen, "policed packets moved RED's average");
+    assert!(b.offer(2).is_none(), "another customer's packet reaches RED");
+    assert_eq!(b.q.red_avg(), 10_000.0);
+}
+
 fn policed_fraction(b: &mut Bench, customer: u64, n: usize) -> f64 {
     let mut policed = 0;
     for _ in 0..n {

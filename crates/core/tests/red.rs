@@ -1,6 +1,6 @@
 //! RED (Floyd & Jacobson): the drop curve, the count-based p_a, the idle correction, bad input.
 
-use ratekit_core::red::{Red, RedConfig};
+use ratekit_core::red::{Red, RedAqm, RedConfig};
 use ratekit_core::{Bytes, DropReason, Duration, EnforcerConfig, Instant, Packet, QueueDiscipline, Rate};
 
 const LINK: Rate = Rate(1_250_000); // 10 Mbit/s
@@ -91,6 +91,24 @@ fn idle_time_decays_the_average() {
     red.enqueue(t_empty + idle, pkt(99), &mut drops);
     let want = avg * (1.0 - w_q).powf(10.0);
     assert!((red.avg() - want).abs() < 1e-6 * avg, "{} vs {want}", red.avg());
+}
+
+#[test]
+fn a_second_empty_notice_keeps_the_idle_start() {
+    // A policer in front of RED (003's ICP) drops packets RED never sees; the queue then reports
+    // "empty" again, which must not restart the idle period the decay is measured from.
+    let w_q = 0.01;
+    let mut aqm = RedAqm::new(&cfg(w_q, 1), LINK);
+    for _ in 0..50 {
+        aqm.on_arrival(Instant::ZERO, 50_000);
+    }
+    let avg = aqm.avg();
+    let ms = |n| Instant::ZERO + Duration::from_millis(n);
+    aqm.on_empty(ms(1));
+    aqm.on_empty(ms(5));
+    aqm.on_arrival(ms(9), 0); // 8 ms idle since the first notice: m = 10
+    let want = avg * (1.0 - w_q).powf(10.0);
+    assert!((aqm.avg() - want).abs() < 1e-6 * avg, "{} vs {want}", aqm.avg());
 }
 
 #[test]
