@@ -84,8 +84,12 @@ pub enum Metric {
     Share,
     /// Goodput of the selected flows / the selected aggregates' rate, same windows.
     Goodput,
-    /// Mean per-flow goodput of the selected flows / that of the `over` flows (whole run).
+    /// Mean per-flow goodput of the selected flows / that of the `over` flows (whole run, each
+    /// flow from its start: finite transfers).
     Ratio,
+    /// As `Ratio`, over the windows of the span (default: after the warm-up), so a start-up the
+    /// paper discards is left out (004 §V-A2 drops the first 15 s): backlogged flows.
+    SpanRatio,
     /// Latest / earliest completion time of the selected finite flows (an unfinished flow
     /// counts as finishing at the end of the run, so the figure is then a lower bound).
     FctSpread,
@@ -160,6 +164,7 @@ impl Metric {
             "share" => Metric::Share,
             "goodput" => Metric::Goodput,
             "ratio" => Metric::Ratio,
+            "span_ratio" => Metric::SpanRatio,
             "fct_spread" => Metric::FctSpread,
             "utilization" => Metric::Utilization,
             _ => match s.split_once('_') {
@@ -176,7 +181,7 @@ impl Metric {
                     st => Metric::Delay(st),
                 },
                 _ => bail!(
-                    "unknown metric '{s}' (throughput_STAT, burst_STAT, wire_STAT, wire_burst_STAT, jain_STAT, jain_all_STAT, unfairness_STAT, flow_unfairness, udp_loss, drop_rate, share, goodput, ratio, fct_spread, fct_STAT, utilization, delay_STAT, class_loss, sketch_error_STAT, sketch_misestimation, detect_policed, detect_not_policed, rate_error_STAT, estimate_error_STAT)"
+                    "unknown metric '{s}' (throughput_STAT, burst_STAT, wire_STAT, wire_burst_STAT, jain_STAT, jain_all_STAT, unfairness_STAT, flow_unfairness, udp_loss, drop_rate, share, goodput, ratio, span_ratio, fct_spread, fct_STAT, utilization, delay_STAT, class_loss, sketch_error_STAT, sketch_misestimation, detect_policed, detect_not_policed, rate_error_STAT, estimate_error_STAT)"
                 ),
             },
         })
@@ -502,6 +507,13 @@ impl RunResult {
                     xs.iter().sum::<f64>() / xs.len() as f64
                 };
                 mean(sel) / mean(over.unwrap_or(&all))
+            }
+            Metric::SpanRatio => {
+                let per_flow = |s: &Selector| {
+                    let n = (0..self.summary.flows.len()).filter(|&i| self.flow_matches(i, s)).count();
+                    self.goodput_sum(s, span).0 / n as f64
+                };
+                per_flow(sel) / per_flow(over.unwrap_or(&all))
             }
             Metric::Delay(stat) => {
                 let v = self.class_delay(stat, sel);
