@@ -25,7 +25,7 @@ fn the_reference_scenario_is_valid() {
 
 #[test]
 fn errors_name_file_and_field() {
-    let cases: [(&str, &str, &str); 17] = [
+    let cases: [(&str, &str, &str); 19] = [
         ("zero rate", &GOOD.replace("rate = \"10mbit\"", "rate = \"0mbit\""), "enforcer.rate"),
         ("zero aggregate rate", &GOOD.replace("[[aggregates]]", "[[aggregates]]\nrate = 0"), "aggregates.rate"),
         ("negative delay", &GOOD.replace("rtt = \"10ms\"", "rtt = \"-10ms\""), "aggregates.flows.rtt"),
@@ -50,6 +50,16 @@ fn errors_name_file_and_field() {
             "class fraction above 1",
             &GOOD.replace("cc = \"bbr\", rtt = \"10ms\"", "rtt = \"10ms\", app = { kind = \"lognormal\", rate = \"1mbit\", class_fraction = 1.5 }"),
             "aggregates[0].flows[0].app.class_fraction",
+        ),
+        (
+            "periodic app of no transfers",
+            &GOOD.replace("rtt = \"10ms\"", "rtt = \"10ms\", app = { kind = \"periodic\", size = \"100kb\", period = \"6s\", count = 0 }"),
+            "aggregates[0].flows[0].app.count",
+        ),
+        (
+            "periodic transfers all at once",
+            &GOOD.replace("rtt = \"10ms\"", "rtt = \"10ms\", app = { kind = \"periodic\", size = \"100kb\", period = \"0s\", count = 5 }"),
+            "aggregates[0].flows[0].app.period",
         ),
     ];
     for (what, text, field) in cases {

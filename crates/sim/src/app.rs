@@ -1,7 +1,8 @@
 //! Applications as the simulator runs them (their `app` table is ratekit_lab's `AppConfig`).
 //! TCP: backlogged, finite (one transfer; flow completion time at the receiver), on-off
 //! (messages and gaps drawn from exponential or Pareto distributions; each message is sent once
-//! the previous one is fully acknowledged and the gap has passed; messages are whole segments).
+//! the previous one is fully acknowledged and the gap has passed; messages are whole segments),
+//! periodic (transfers of whole segments handed to TCP on a fixed schedule from the flow's start).
 //! UDP (no congestion control): constant bit rate, and LogNormal inter-arrival times (004 §V-A3).
 
 use crate::ctx::Ctx;
@@ -19,6 +20,8 @@ pub enum App {
     Finite { segments: u32, last_payload: u32 },
     /// The generator is boxed: it is most of the variant's size, and `App` sits in every sender.
     OnOff { rng: Box<ChaCha8Rng>, mean_size: f64, mean_gap_ns: f64, size_dist: Dist, gap_dist: Dist, shape: f64, available: u32, next_start: Option<u64> },
+    /// `left` more transfers of `segments` each, the next at `next_start`, then every `period_ns`.
+    Periodic { segments: u32, period_ns: u64, left: u32, available: u32, next_start: Option<u64> },
     /// `inner` until `stop_ns`, then nothing beyond what TCP has already sent (`limit`, frozen
     /// at the first poll at or after the stop). TCP asks a segment's payload exactly when it
     /// emits it, so the highest segment asked for + 1 is its snd_nxt (`sent`). The sender polls
@@ -53,13 +56,20 @@ impl App {
                 available: 0,
                 next_start: None,
             },
+            AppConfig::Periodic { size, period, count } => App::Periodic {
+                segments: size.0.div_ceil(MSS as u64).max(1) as u32,
+                period_ns: period.0,
+                left: count,
+                available: 0,
+                next_start: None,
+            },
             _ => App::Backlogged,
         }
     }
 
     pub fn start(&mut self, now: u64) {
         match self {
-            App::OnOff { next_start, .. } => *next_start = Some(now),
+            App::OnOff { next_start, .. } | App::Periodic { next_start, .. } => *next_start = Some(now),
             App::Stopping { inner, .. } => inner.start(now),
             _ => {}
         }
@@ -70,8 +80,8 @@ impl App {
         match self {
             App::Backlogged => u32::MAX,
             App::Finite { segments, .. } => *segments,
-            App::OnOff { available, .. } => *available,
-            App::Stopping { inner, limit, .. } => limit.map_or(u32::MAX, |l| l.min(inner.available())),
+            App::OnOff { available, .. } | App::Periodic { available, .. } => *available,
+            App::Stopping { inner, limit, .. } => limit.map_or(inner.available(), |l| l.min(inner.available())),
         }
     }
 
@@ -97,7 +107,7 @@ impl App {
 
     pub fn next_event(&self) -> Option<u64> {
         match self {
-            App::OnOff { next_start, .. } => *next_start,
+            App::OnOff { next_start, .. } | App::Periodic { next_start, .. } => *next_start,
             App::Stopping { inner, stop_ns, limit: None, .. } => {
                 Some(inner.next_event().map_or(*stop_ns, |t| t.min(*stop_ns)))
             }
@@ -105,7 +115,8 @@ impl App {
         }
     }
 
-    /// Advances the on-off cycle: a finished message starts a gap; an elapsed gap a message.
+    /// Advances the on-off cycle (a finished message starts a gap; an elapsed gap a message) and
+    /// the periodic schedule (every transfer due by `now` is handed over, finished or not).
     pub fn poll(&mut self, now: u64, snd_una: u32) {
         if let App::Stopping { inner, stop_ns, limit, sent } = self {
             if limit.is_none() {
@@ -114,6 +125,14 @@ impl App {
                 } else {
                     inner.poll(now, snd_una);
                 }
+            }
+            return;
+        }
+        if let App::Periodic { segments, period_ns, left, available, next_start } = self {
+            while let Some(t) = next_start.filter(|&t| t <= now) {
+                *available = available.saturating_add(*segments);
+                *left -= 1;
+                *next_start = (*left > 0).then_some(t + *period_ns);
             }
             return;
         }
@@ -206,5 +225,59 @@ impl UdpSource {
     /// UDP payload bytes per datagram (IP and UDP headers are 28 bytes).
     pub fn payload(&self) -> u32 {
         self.len.saturating_sub(28)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use ratekit_core::{Bytes, Duration};
+
+    const S: u64 = 1_000_000_000;
+
+    fn periodic(size: u64, period_s: u64, count: u32) -> App {
+        let cfg = AppConfig::Periodic { size: Bytes(size), period: Duration(period_s * S), count };
+        App::new(&cfg, ChaCha8Rng::seed_from_u64(1), None)
+    }
+
+    #[test]
+    fn periodic_transfers_follow_the_schedule_not_the_completions() {
+        // 100 KB every 6 s, 5 times, from a start at 2 s: 70 segments each at 2, 8, 14, 20, 26 s.
+        let mut app = periodic(100_000, 6, 5);
+        app.start(2 * S);
+        assert_eq!(app.next_event(), Some(2 * S));
+        app.poll(2 * S, 0);
+        assert_eq!(app.available(), 70);
+        assert_eq!(app.next_event(), Some(8 * S));
+        // Nothing acknowledged yet: the next transfer is still handed over on time, behind the first.
+        app.poll(8 * S - 1, 0);
+        assert_eq!(app.available(), 70);
+        app.poll(8 * S, 0);
+        assert_eq!(app.available(), 140);
+        // A sender woken late gets every transfer due by then, and none beyond the count.
+        app.poll(40 * S, 140);
+        assert_eq!(app.available(), 350);
+        assert_eq!(app.next_event(), None);
+        app.poll(100 * S, 350);
+        assert_eq!(app.available(), 350);
+        assert_eq!(app.segment_payload(69), MSS);
+    }
+
+    /// Before its stop a stopping app offers what its inner app offers (it offered unlimited data,
+    /// so an on-off or finite flow with a `stop` ran backlogged until the stop).
+    #[test]
+    fn a_stop_ends_a_periodic_schedule_too() {
+        let cfg = AppConfig::Periodic { size: Bytes(10 * MSS as u64), period: Duration(S), count: 10 };
+        let mut app = App::new(&cfg, ChaCha8Rng::seed_from_u64(1), Some(3 * S - 1));
+        app.start(0);
+        for (t, sent) in [(0, 0), (S, 10), (2 * S, 20)] {
+            app.poll(t, sent);
+            let _ = (0..app.available().min(30)).map(|seq| app.segment_payload(seq)).count();
+        }
+        assert_eq!(app.available(), 30);
+        app.poll(3 * S, 30);
+        assert_eq!(app.available(), 30, "frozen at the stop");
+        assert_eq!(app.next_event(), None);
     }
 }

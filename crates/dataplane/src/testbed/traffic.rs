@@ -330,6 +330,17 @@ pub fn send(
                 break;
             }
         },
+        // Each transfer written at its time, finished or not, as the simulator hands it to TCP.
+        AppConfig::Periodic { size, period, count } => {
+            let first = Instant::now();
+            let period = Duration::from_secs_f64(period.as_secs_f64());
+            for i in 0..*count {
+                if !sleep_until(first + period * i, stop) || Instant::now() >= end || !write(&mut conn, size.0)? {
+                    break;
+                }
+            }
+            while unacked(&conn) > 0 && sleep_until(Instant::now() + Duration::from_millis(1), stop) && Instant::now() < end {}
+        }
         AppConfig::Cbr { .. } | AppConfig::Lognormal { .. } => unreachable!("UDP sent above; lognormal refused by the plan"),
     }
     Ok(Some(socket_info(&conn, flow.id).map_err(io("TCP_INFO"))?))

@@ -1,7 +1,7 @@
 //! The `app` table of a flow: what it has to send and when. The simulator (crates/sim app.rs)
 //! and the testbed's senders each run it their own way.
 //! TCP: backlogged, finite (one transfer), on-off (messages and gaps drawn from exponential or
-//! Pareto distributions). UDP (no congestion control): constant bit rate, and LogNormal
+//! Pareto distributions), periodic (a fixed transfer repeated on a fixed schedule). UDP (no congestion control): constant bit rate, and LogNormal
 //! inter-arrival times (004 §V-A3).
 
 use ratekit_core::{Bytes, Duration, Rate};
@@ -34,6 +34,16 @@ pub enum AppConfig {
         /// Pareto shape α (> 1); default 1.5.
         #[serde(default = "default_shape")]
         shape: f64,
+    },
+    /// `count` transfers of `size` bytes on one connection, the i-th handed to TCP at the flow's
+    /// start + i·`period` whether or not the one before is done: a socket write on a timer, as
+    /// the BC-PQP authors' testbed traffic generator sends (000 Fig. 6). Unlike on-off, the
+    /// schedule does not drift by the transfers' completion times, and the connection (its
+    /// ssthresh, RTT estimate and BBR model) carries over from one transfer to the next.
+    Periodic {
+        size: Bytes,
+        period: Duration,
+        count: u32,
     },
     /// UDP at a constant bit rate.
     Cbr {
@@ -91,6 +101,10 @@ impl AppConfig {
     pub fn validate(&self) -> Result<(), String> {
         match self {
             AppConfig::OnOff { shape, .. } if *shape <= 1.0 => Err("shape: a Pareto shape must be > 1".into()),
+            AppConfig::Periodic { count: 0, .. } => Err("count: a periodic app sends at least one transfer".into()),
+            AppConfig::Periodic { period, count, .. } if period.0 == 0 && *count > 1 => {
+                Err("period: repeated transfers need a period > 0".into())
+            }
             AppConfig::Lognormal { sigma, .. } if !(*sigma >= 0.0 && sigma.is_finite()) => {
                 Err("sigma: must be a finite number ≥ 0".into())
             }
