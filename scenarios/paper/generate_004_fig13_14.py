@@ -40,26 +40,20 @@ HEADER = f'''# 004 §V-F, Figs. 13 and 14: inter-protocol and inter-class unfair
 # ABE label means nothing there, so every Fig. 14 ratio should read about 1.0), with CUBIC in
 # BBR's place for Fig. 13 (the other CC: no inter-protocol unfairness).
 #
-# Seed 1, quick (`ratekit reproduce --quick --only 004-fig13`) and full (`--only 004-fig13`): 6
-# and 6 of 9 hold, every control fails. Ratios are `span_ratio`, each flow's goodput after the
-# discarded start (15 s, quick 5 s), as §V-A2 measures. BBR/CUBIC at 10 ms is 28.8 in the quick
-# run's 15 s measured (fails) and 2.71 in full mode's 30 s (paper about 3): at 10 ms CUBIC needs
-# longer than the quick run to take its share back from BBR's start. 30 and 100 ms: 49.2 and 50.9
-# quick, 45.7 and 96.5 full (paper 30-100). "Inter-class far below inter-protocol at 10 ms" holds
-# quick (12.9) and fails full (1.27 against ≥ 1.5: 2.71 / 2.13). CUBIC's ABE/BE: 2.23 quick, 2.13
-# full at 10 ms (paper 1.0-1.85; no claim: the FIFO reads 1.06, inside that range), 1.07 and 1.34 at
-# 30 ms (paper clearly below 1 with few flows: fails; 16 flows per group may not be "few"), 0.50 and
-# 0.09 at 100 ms (below 1). BBR's ABE/BE: 3.80 and 3.84 at 10 ms (2-14), 1.26 and 1.30 at 30 ms,
-# 0.98 and 1.07 at 100 ms (paper 1-2, the advantage not gone: fails; why ABE's shorter queue
-# gives BBR nothing at 100 ms is not established).
+# Seed 1 (`ratekit reproduce --quick --only 004-fig13`; quick runs full mode's 45 s): 6 of 9 hold,
+# every control fails. Ratios are `span_ratio`, each flow's goodput after the discarded 15 s, as
+# §V-A2 measures. BBR/CUBIC: 2.71 at 10 ms (paper about 3), 45.7 and 96.5 at 30 and 100 ms (paper
+# 30-100). Quick mode used to run 20 s with 5 s discarded, which read 28.8 at 10 ms: CUBIC needs
+# longer than that to take its share back from BBR's start. "Inter-class far below inter-protocol
+# at 10 ms" fails (1.27 against ≥ 1.5: 2.71 / 2.13). CUBIC's ABE/BE: 2.13 at 10 ms (paper 1.0-1.85;
+# no claim: the FIFO reads 1.06, inside that range), 1.34 at 30 ms (paper clearly below 1 with few
+# flows: fails; 16 flows per group may not be "few"), 0.09 at 100 ms (below 1). BBR's ABE/BE: 3.84
+# at 10 ms (2-14), 1.30 at 30 ms, 1.07 at 100 ms (paper 1-2, the advantage not gone: fails; why
+# ABE's shorter queue gives BBR so little at 100 ms is not established).
 paper = "004"
 figure = "Figs. 13, 14"
 title = "Inter-protocol (BBR vs CUBIC over BE) and inter-class (ABE vs BE) unfairness of TCP through DSCD"
-quick_note = "20 s runs, the first 5 s discarded, instead of 45 s and 15 s"
-
-[quick]
-duration = "20s"
-"measure.warmup" = "5s"
+quick_note = "the 45 s runs of full mode (20 s runs with 5 s discarded left CUBIC no time to take its share back from BBR's start)"
 
 {DSCD_BASE}
 [[base.aggregates]]
