@@ -179,6 +179,28 @@ fn mixed_rtts_are_what_each_flow_measures() {
 }
 
 /// Ethertypes of the frames in a little-endian pcap of Ethernet frames (what tcpdump writes here).
+/// A finite transfer's completion time and goodput count from its own start, jitter included:
+/// four 20 KB pages starting up to 2 s in each finish in tens of ms, as the simulator has them.
+#[test]
+#[ignore = "needs root: network namespaces, AF_PACKET and tc; scripts/test.sh runs it with --include-ignored as root"]
+fn page_load_times_count_from_each_flows_start() {
+    require_root();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tmp("pages");
+    let flows = "[[aggregates.flows]]\ncc = \"cubic\"\nrtt = \"10ms\"\ncount = 4\nstart_jitter = \"2s\"\napp = { kind = \"finite\", size = \"20kb\" }\n";
+    let enforcer = "kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = 25000";
+    let s = run_ok(&scenario(&dir, "tc", enforcer, flows, "3s", false), &dir);
+    let flows = s["flows"].as_array().unwrap();
+    assert!(flows.iter().any(|f| f["start_s"].as_f64().unwrap() > 0.5), "the jitter moved some start: {s:#}");
+    for f in flows {
+        let fct = f["fct_s"].as_f64().unwrap_or(f64::NAN);
+        assert!((0.015..0.5).contains(&fct), "a 20 KB page took {fct} s: {f}");
+        assert!(f["mean_goodput_bps"].as_f64().unwrap() > 20_000.0 * 8.0 / 0.5, "{f}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(namespaces_of(std::process::id()).is_empty());
+}
+
 fn ethertypes(pcap: &[u8]) -> Vec<u16> {
     let mut types = Vec::new();
     let mut at = 24;

@@ -37,7 +37,9 @@ pub fn build(
             let i = f.id as usize;
             let delivered = rec.delivered[i].load(Ordering::Relaxed);
             let done = rec.done_ns[i].load(Ordering::Relaxed);
-            let start = f.start.as_secs_f64();
+            // From the flow's own start (its connect), jitter included, as the simulator counts.
+            let started = rec.started_ns[i].load(Ordering::Relaxed);
+            let start = if started > 0 { started as f64 * 1e-9 } else { f.start.as_secs_f64() };
             let finite = f.app.is_finite();
             let completed = finite && done > 0;
             let end = if completed { done as f64 * 1e-9 } else { duration_s };
@@ -46,7 +48,7 @@ pub fn build(
                 aggregate: f.aggregate,
                 cc: if f.app.is_udp() { "udp" } else { f.cc.as_str() }.to_string(),
                 rtt_ms: millis(f.rtt),
-                start_s: rec.started_ns[i].load(Ordering::Relaxed) as f64 * 1e-9,
+                start_s: started as f64 * 1e-9,
                 mean_goodput_bps: if end > start { delivered as f64 * 8.0 / (end - start) } else { 0.0 },
                 fct_s: completed.then(|| end - start),
                 completed: finite.then_some(completed),

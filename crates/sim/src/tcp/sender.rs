@@ -265,7 +265,7 @@ impl TcpSender {
                 }
             }
         }
-        self.transmit(ctx);
+        self.transmit(ctx, false);
     }
 
     /// `tcp_connect`: the SYN, with the retransmission timer at the current RTO (1 s before any
@@ -312,7 +312,7 @@ impl TcpSender {
         self.refresh_conn(now);
         self.cc.init(&self.conn);
         self.update_pacing_rate();
-        self.transmit(ctx);
+        self.transmit(ctx, false);
     }
 
     /// A packet from the receiver.
@@ -597,7 +597,7 @@ impl TcpSender {
         }
         self.update_pacing_rate();
         self.app.poll(now, self.conn.snd_una);
-        self.transmit(ctx);
+        self.transmit(ctx, una_advanced);
     }
 
     /// RACK (RFC 8985 / tcp_recovery.c): a segment is lost once a segment sent after it was
@@ -669,9 +669,14 @@ impl TcpSender {
     }
 
     /// `tcp_write_xmit`: retransmissions first, then new data, within cwnd and the pacing rate.
-    fn transmit(&mut self, ctx: &mut Ctx) {
+    /// The loss probe is re-armed only as Linux re-arms it: after new data went out
+    /// (tcp_write_xmit) or on an ACK that acknowledged data (`acked`, tcp_ack's
+    /// FLAG_SET_XMIT_TIMER); a wake-up that sends nothing leaves it where it was, where re-arming
+    /// it from every wake pushed a tail probe back by up to a PTO.
+    fn transmit(&mut self, ctx: &mut Ctx, acked: bool) {
         let now = ctx.ev.now();
         let pacing = self.pacing_rate();
+        let mut sent_new = false;
         loop {
             let in_flight = self.in_flight();
             let retx = loop {
@@ -732,11 +737,16 @@ impl TcpSender {
                         let seq = self.push_new_segment(now);
                         payload += self.send_segment(ctx, seq, now);
                     }
+                    sent_new |= n > 0;
                 }
             }
             self.pace(payload, now);
         }
-        self.schedule_loss_probe(now);
+        // Outside Open, or with nothing out, the probe is cancelled as before (Linux's one timer
+        // then holds the RTO).
+        if sent_new || acked || self.conn.ca_state != CaState::Open || self.packets_out() == 0 {
+            self.schedule_loss_probe(now);
+        }
         self.arm_timer(ctx);
     }
 
@@ -1230,6 +1240,29 @@ mod tests {
         assert_eq!((tx.stats.loss_probes, tx.stats.timeouts), (1, 0));
         let done = rx.completed_ns.expect("checked");
         assert!((200_000_000..300_000_000).contains(&done), "repaired by the probe at about srtt + 200 ms + RTT/2, not later: {done} ns");
+    }
+
+    #[test]
+    fn a_wake_up_that_sends_nothing_leaves_the_loss_probe_where_it_was() {
+        // tcp_schedule_loss_probe runs after new data leaves (tcp_write_xmit) and on an ACK that
+        // acknowledges data, nowhere else: the sender's stale wake-ups (an RTO re-armed later
+        // leaves its first event queued) must not push a pending probe back by a PTO.
+        let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Cubic, 1), App::Backlogged);
+        let mut rx = TcpReceiver::new(RECEIVER, 0, None);
+        let (mut prev_tlp, mut prev_sent, mut checked) = (None, 0u64, 0);
+        run_path(&mut tx, &mut rx, 100e6, 20_000_000, 1_000_000_000, |tx, event| {
+            if let Event::Timer = event {
+                let pending = prev_tlp.is_some_and(|d| d > tx.conn.now_ns);
+                if pending && tx.stats.segments_sent == prev_sent && tx.conn.ca_state == CaState::Open {
+                    checked += 1;
+                    assert_eq!(tx.tlp_deadline, prev_tlp, "a wake-up at {} ns that sent nothing moved the probe", tx.conn.now_ns);
+                }
+            }
+            prev_tlp = tx.tlp_deadline;
+            prev_sent = tx.stats.segments_sent;
+            true
+        });
+        assert!(checked >= 1, "no wake-up found a pending probe");
     }
 
     #[test]
