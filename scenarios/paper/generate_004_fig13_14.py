@@ -40,14 +40,14 @@ HEADER = f'''# 004 §V-F, Figs. 13 and 14: inter-protocol and inter-class unfair
 # ABE label means nothing there, so every Fig. 14 ratio should read about 1.0), with CUBIC in
 # BBR's place for Fig. 13 (the other CC: no inter-protocol unfairness).
 #
-# Seed 1 (`ratekit reproduce --quick --only 004-fig13`; quick runs full mode's 45 s): 6 of 9 hold,
+# Seed 1 (`ratekit reproduce --quick --only 004-fig13`; quick runs full mode's 45 s): 7 of 9 hold,
 # every control fails. Ratios are `span_ratio`, each flow's goodput after the discarded 15 s, as
-# §V-A2 measures. BBR/CUBIC: 2.71 at 10 ms (paper about 3), 45.7 and 96.5 at 30 and 100 ms (paper
+# §V-A2 measures. BBR/CUBIC: 2.93 at 10 ms (paper about 3), 44.6 and 100.2 at 30 and 100 ms (paper
 # 30-100). Quick mode used to run 20 s with 5 s discarded, which read 28.8 at 10 ms: CUBIC needs
 # longer than that to take its share back from BBR's start. "Inter-class far below inter-protocol
-# at 10 ms" fails (1.27 against ≥ 1.5: 2.71 / 2.13). CUBIC's ABE/BE: 2.13 at 10 ms (paper 1.0-1.85;
-# no claim: the FIFO reads 1.06, inside that range), 1.34 at 30 ms (paper clearly below 1 with few
-# flows: fails; 16 flows per group may not be "few"), 0.09 at 100 ms (below 1). BBR's ABE/BE: 3.84
+# at 10 ms" holds (1.51 ≥ 1.5: 2.93 / 1.94). CUBIC's ABE/BE: 1.94 at 10 ms (paper 1.0-1.85; no
+# claim: the FIFO reads 1.06, inside that range), 1.06 at 30 ms (paper clearly below 1 with few
+# flows: fails; 16 flows per group may not be "few"), 0.11 at 100 ms (below 1). BBR's ABE/BE: 3.84
 # at 10 ms (2-14), 1.30 at 30 ms, 1.07 at 100 ms (paper 1-2, the advantage not gone: fails; why
 # ABE's shorter queue gives BBR so little at 100 ms is not established).
 paper = "004"
