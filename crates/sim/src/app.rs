@@ -75,13 +75,26 @@ impl App {
         }
     }
 
-    /// Segments the application has handed to TCP so far.
+    /// Segments the application has handed to TCP so far. The sender asks for every segment, so
+    /// this stays small enough to inline: a stop wraps a base application once, never itself.
+    #[inline]
     pub fn available(&self) -> u32 {
+        match self {
+            App::Stopping { inner, limit, .. } => {
+                let offered = inner.base_available();
+                limit.map_or(offered, |l| l.min(offered))
+            }
+            app => app.base_available(),
+        }
+    }
+
+    #[inline]
+    fn base_available(&self) -> u32 {
         match self {
             App::Backlogged => u32::MAX,
             App::Finite { segments, .. } => *segments,
             App::OnOff { available, .. } | App::Periodic { available, .. } => *available,
-            App::Stopping { inner, limit, .. } => limit.map_or(inner.available(), |l| l.min(inner.available())),
+            App::Stopping { .. } => unreachable!("a stop wraps a base application, never another stop"),
         }
     }
 
