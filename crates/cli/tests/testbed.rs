@@ -201,6 +201,24 @@ fn page_load_times_count_from_each_flows_start() {
     assert!(namespaces_of(std::process::id()).is_empty());
 }
 
+/// The periodic application writes each transfer on its schedule on one connection: three 20,000
+/// byte transfers 0.5 s apart all arrive, whole, within the run.
+#[test]
+#[ignore = "needs root: network namespaces, AF_PACKET and tc; scripts/test.sh runs it with --include-ignored as root"]
+fn periodic_transfers_arrive_whole() {
+    require_root();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tmp("periodic");
+    let flows = "[[aggregates.flows]]\ncc = \"cubic\"\nrtt = \"10ms\"\ncount = 2\napp = { kind = \"periodic\", size = 20000, period = \"500ms\", count = 3 }\n";
+    let enforcer = "kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = 25000";
+    let s = run_ok(&scenario(&dir, "tc", enforcer, flows, "2500ms", false), &dir);
+    for f in s["flows"].as_array().unwrap() {
+        assert_eq!(f["delivered_bytes"].as_u64(), Some(60_000), "{f}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(namespaces_of(std::process::id()).is_empty());
+}
+
 fn ethertypes(pcap: &[u8]) -> Vec<u16> {
     let mut types = Vec::new();
     let mut at = 24;
