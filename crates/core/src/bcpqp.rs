@@ -42,8 +42,11 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 /// Window ends per arrival that are closed at their own instant (the rest close at the arrival):
-/// bounds the work a packet after a long silence does, here and in the tc-BPF programs.
-pub const CATCH_UP_WINDOWS: u32 = 64;
+/// bounds the work a packet after a long silence does, here and in the tc-BPF programs. Not
+/// reached in practice: a window ends again only while its queue keeps its magic, i.e. while a
+/// higher-priority queue still drains its phantom backlog (at most B/r), so a silence costs at
+/// most one turn per window phase per T of that drain, plus one per queue or flow.
+pub const CATCH_UP_WINDOWS: u32 = 1024;
 
 /// Fixed-point scale of θ±.
 pub const THETA_ONE: u64 = 1 << 16;
