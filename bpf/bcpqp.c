@@ -86,6 +86,33 @@ static __always_inline void bc_close_magic_windows(const struct pq_params *P, st
 	st->magic_deadline = next;
 }
 
+/* What bc_catch_up_step shares with its caller. */
+struct bc_ctx {
+	const struct pq_params *P;
+	struct bcpqp_state *st;
+	__u64 now;
+};
+
+/* BcPqp::close_magic_windows_at_their_ends, one window end per turn: the phantom service up to
+ * the earliest end of a magic window, then that instant's closes. */
+static long bc_catch_up_step(__u64 i, void *data)
+{
+	struct bc_ctx *x = data;
+	const struct pq_params *P = x->P;
+	struct bcpqp_state *st = x->st;
+	__u64 due = st->magic_deadline;
+	if (due > x->now)
+		return 1;
+	if (P->flat_share) {
+		pq_advance(P, &st->q, &st->burst, &st->last_ns, due, 0);
+		bc_close_magic_windows(P, st, due, 0);
+	} else {
+		pq_advance(P, &st->q, &st->burst, &st->last_ns, due, 1);
+		bc_close_magic_windows(P, st, due, 1);
+	}
+	return 0;
+}
+
 static __always_inline void bc_fill_with_magic(const struct pq_params *P, struct bcpqp_state *st, __u32 q, __u64 now,
 					       const int nested)
 {
@@ -105,6 +132,10 @@ static __always_inline int bcpqp_decide(const struct pq_params *P, struct bcpqp_
 {
 	__u32 q = pq_queue_of(P, pkt);
 	struct pq_burst *b = &st->burst.q[q];
+	if (now >= st->magic_deadline) {
+		struct bc_ctx x = { .P = P, .st = st, .now = now };
+		bpf_loop(RK_CATCH_UP_WINDOWS, bc_catch_up_step, &x, 0);
+	}
 	pq_advance(P, &st->q, &st->burst, &st->last_ns, now, nested);
 	if (now >= st->magic_deadline)
 		bc_close_magic_windows(P, st, now, nested);

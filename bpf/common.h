@@ -17,6 +17,10 @@
 
 #define NANOS_PER_SEC 1000000000ULL
 
+/* Window ends per packet that BC-PQP closes at their own instant, each after the phantom
+ * service up to it (ratekit_core::bcpqp::CATCH_UP_WINDOWS); later ones close at the packet. */
+#define RK_CATCH_UP_WINDOWS 1024
+
 /* Drop reasons, numbered as crates/dataplane/src/maps.rs `BPF_DROP_REASONS`. */
 enum rk_drop_reason {
 	RK_DROP_OVERLIMIT = 0,

@@ -114,29 +114,56 @@ __noinline int cf_close_window(const struct cf_params *P, struct cf_state *st, _
 	return 0;
 }
 
-/* One due window, in order of end, after its class's flows are served: closes it if it holds
- * magic, reclaims a drained flow, or leaves the window to close at the flow's next arrival. */
-static long cf_close_due_step(__u64 i, void *data)
+/* The first window on the list if it is due at t, after its class's flows are served: closes
+ * it if it holds magic, reclaims a drained flow, or leaves the window to close at the flow's next
+ * arrival; 1 if none is due. */
+static __always_inline long cf_close_first_due(const struct cf_params *P, struct cf_state *st, __u64 t)
 {
-	struct fq_ctx *x = data;
-	struct cf_state *st = x->st;
 	struct fq_flows *f = &st->f;
 	__u32 s = f->win_head;
 	if (s == FQ_NONE)
 		return 1;
 	struct fq_slot *q = fq_slot(f, s);
 	__u64 end = q->window_end;
-	if (end > x->t)
+	if (end > t)
 		return 1;
 	__u32 c = q->cls;
 	fq_unlist(f, s);
-	cf_sync(x->P, st, c, x->t);
+	cf_sync(P, st, c, t);
 	if (q->window_end != end)
 		return 0; /* reclaimed by that service: drained, and its window has ended */
 	if (fq_clamp_magic(f, c, s) > 0)
-		cf_close_window(x->P, st, s, x->t);
+		cf_close_window(P, st, s, t);
 	else if (fq_occupancy(f, c, s) == 0)
 		fq_reclaim(f, s);
+	return 0;
+}
+
+/* One due window, in order of end, closed at x->t. */
+static long cf_close_due_step(__u64 i, void *data)
+{
+	struct fq_ctx *x = data;
+	return cf_close_first_due(x->P, x->st, x->t);
+}
+
+/* ClassFlowBcPqp::close_windows_at_their_ends, one window per turn: the class tree's service up
+ * to the end of the first window on the list, if it ended by x->t, then its close at that end. */
+static long cf_catch_up_step(__u64 i, void *data)
+{
+	struct fq_ctx *x = data;
+	const struct cf_params *P = x->P;
+	struct cf_state *st = x->st;
+	struct fq_flows *f = &st->f;
+	if (f->win_head == FQ_NONE)
+		return 1;
+	__u64 end = fq_slot(f, f->win_head)->window_end;
+	if (end > x->t)
+		return 1;
+	if (P->tree.flat_share)
+		pq_advance(&P->tree, &st->tree, NULL, &st->last_ns, end, 0);
+	else
+		pq_advance(&P->tree, &st->tree, NULL, &st->last_ns, end, 1);
+	cf_close_first_due(P, st, st->last_ns);
 	return 0;
 }
 
@@ -146,6 +173,10 @@ static __always_inline int cf_decide(const struct cf_params *P, struct cf_state 
 {
 	struct fq_flows *f = &st->f;
 	__u32 c = pq_queue_of(&P->tree, pkt);
+	if (P->f.burst && fq_next_end(f) <= now) {
+		struct fq_ctx x = { .P = P, .st = st, .t = now };
+		bpf_loop(RK_CATCH_UP_WINDOWS, cf_catch_up_step, &x, 0);
+	}
 	__u64 t = now > st->last_ns ? now : st->last_ns;
 	if (P->tree.flat_share)
 		pq_advance(&P->tree, &st->tree, NULL, &st->last_ns, now, 0);

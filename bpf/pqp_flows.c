@@ -43,20 +43,49 @@ static __always_inline __u64 fq_expected(const struct fq_params *P, struct fq_fl
 	return P->window_budget_nb / (n > 0 ? n : 1);
 }
 
-/* One due window, in order of end: closes it if it holds magic, reclaims a drained flow, or
- * leaves the window to close at the flow's next arrival. */
-static long fq_close_due_step(__u64 i, void *data)
+/* The first window on the list if it is due at t: closes it if it holds magic, reclaims a
+ * drained flow, or leaves the window to close at the flow's next arrival; 1 if none is due. */
+static __always_inline long fq_close_first_due(const struct fq_params *P, struct fq_flows *st, __u64 t)
 {
-	struct fq_ctx *x = data;
-	struct fq_flows *st = x->f;
 	__u32 s = st->win_head;
-	if (s == FQ_NONE || fq_slot(st, s)->window_end > x->t)
+	if (s == FQ_NONE || fq_slot(st, s)->window_end > t)
 		return 1;
 	fq_unlist(st, s);
 	if (fq_clamp_magic(st, 0, s) > 0)
-		fq_close_window(x->P, st, s, x->t, fq_expected(x->P, st));
+		fq_close_window(P, st, s, t, fq_expected(P, st));
 	else if (fq_occupancy(st, 0, s) == 0)
 		fq_reclaim(st, s);
+	return 0;
+}
+
+/* One due window, in order of end, closed at x->t. */
+static long fq_close_due_step(__u64 i, void *data)
+{
+	struct fq_ctx *x = data;
+	return fq_close_first_due(x->P, x->f, x->t);
+}
+
+/* FlowBcPqp::close_windows_at_their_ends, one window per turn: the service up to the end of the
+ * first window on the list, if it ended by x->t, then its close at that end. */
+static long fq_catch_up_step(__u64 i, void *data)
+{
+	struct fq_ctx *x = data;
+	const struct fq_params *P = x->P;
+	struct fq_state *st = x->st;
+	struct fq_flows *f = x->f;
+	if (f->win_head == FQ_NONE)
+		return 1;
+	__u32 s = f->win_head;
+	__u64 end = fq_slot(f, s)->window_end;
+	if (end > x->t)
+		return 1;
+	if (end > st->last_ns) {
+		fq_serve(f, 0, rk_sat_mul(P->rate, end - st->last_ns), end);
+		st->last_ns = end;
+	}
+	/* a flow that drained by then was reclaimed, its window with it: the turn is spent */
+	if (f->win_head == s)
+		fq_close_first_due(P, f, st->last_ns);
 	return 0;
 }
 
@@ -65,6 +94,10 @@ static __always_inline int fq_decide(const struct fq_params *P, struct fq_state 
 				     __u64 now)
 {
 	struct fq_flows *f = &st->f;
+	if (P->burst && fq_next_end(f) <= now) {
+		struct fq_ctx x = { .P = P, .st = st, .f = f, .t = now };
+		bpf_loop(RK_CATCH_UP_WINDOWS, fq_catch_up_step, &x, 0);
+	}
 	__u64 t = now > st->last_ns ? now : st->last_ns;
 	if (now > st->last_ns) {
 		fq_serve(f, 0, rk_sat_mul(P->rate, now - st->last_ns), t);

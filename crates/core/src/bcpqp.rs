@@ -12,9 +12,14 @@
 //! - "active" = the phantom queue is non-empty (magic included), plus Q_i itself while it is
 //!   being decided on; the same set the phantom service uses.
 //! - Windows are per queue and start at the queue's first arrival after the previous window
-//!   ended (not aligned), as in the authors' code. Windows of queues that hold magic are also
-//!   closed on any arrival to the aggregate after they ran out, so an idle flow's magic does not
-//!   keep taking service from the others.
+//!   ended (not aligned), as in the authors' code. A window of a queue that holds magic closes
+//!   at its own end, whether or not a packet arrives then: the next arrival to the aggregate
+//!   replays the phantom service up to each such end and closes the window there (a window
+//!   that keeps its magic restarts at that end). So a flow that stopped loses its magic one
+//!   window after its last packet, not at whatever packet comes next, and the service the magic
+//!   would have taken meanwhile goes to the others (a class starved by `priority` takes over
+//!   the moment the higher class's last real phantom byte leaves). At most
+//!   [`CATCH_UP_WINDOWS`] ends are replayed per arrival; later ones close at the arrival.
 //! - Magic drains last: it is the tail of the queue, behind every real byte, so the magic still
 //!   queued is min(M_i, L_i) and removal reclaims as much as the paper's footnote 7 allows.
 //! - r_i* under `priority`: a higher-priority branch is charged what it actually uses, its
@@ -35,6 +40,13 @@ use crate::units::NANOS_PER_SEC;
 use crate::{Bytes, Classify, DropReason, Duration, Instant, Packet, Policer, Rate, Verdict};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
+
+/// Window ends per arrival that are closed at their own instant (the rest close at the arrival):
+/// bounds the work a packet after a long silence does, here and in the tc-BPF programs. Not
+/// reached in practice: a window ends again only while its queue keeps its magic, i.e. while a
+/// higher-priority queue still drains its phantom backlog (at most B/r), so a silence costs at
+/// most one turn per window phase per T of that drain, plus one per queue or flow.
+pub const CATCH_UP_WINDOWS: u32 = 1024;
 
 /// Fixed-point scale of θ±.
 pub const THETA_ONE: u64 = 1 << 16;
@@ -452,6 +464,20 @@ impl BcPqp {
         self.state[q].restart_window(now, self.burst.window.0);
     }
 
+    /// Closes the magic windows that ended by `t` each at its own end, after the phantom service
+    /// up to that instant, for up to [`CATCH_UP_WINDOWS`] distinct ends (the rest close at `t`).
+    #[inline(never)]
+    fn close_magic_windows_at_their_ends(&mut self, t: u64) {
+        for _ in 0..CATCH_UP_WINDOWS {
+            let due = self.magic_deadline;
+            if due > t {
+                break;
+            }
+            self.core.advance(Instant(due), &mut clamp_magic(&mut self.state, self.magic_queues));
+            self.close_magic_windows(due);
+        }
+    }
+
     /// Closes the run-out windows of every queue holding magic, in queue order (once per
     /// window of each such queue). The due windows are the ring's prefix; they are closed in
     /// queue order, not in the ring's, because a removal changes the active set that the next
@@ -608,8 +634,11 @@ fn clamp_magic(state: &mut [BurstState], may_hold: u64) -> impl FnMut(usize, u64
 impl Policer for BcPqp {
     fn on_arrival(&mut self, now: Instant, pkt: &Packet) -> Verdict {
         let q = self.core.queue_of(pkt);
-        self.core.advance(now, &mut clamp_magic(&mut self.state, self.magic_queues));
         let t = now.0;
+        if t >= self.magic_deadline {
+            self.close_magic_windows_at_their_ends(t);
+        }
+        self.core.advance(now, &mut clamp_magic(&mut self.state, self.magic_queues));
         if t >= self.magic_deadline {
             self.close_magic_windows(t);
         }
@@ -706,5 +735,29 @@ mod tests {
         assert_eq!(b.burst_events(), (1, 1));
         assert!(b.occupancy_nb(0) < before);
         assert_eq!(b.magic_nb(0), 0);
+    }
+
+    #[test]
+    fn a_stopped_queues_magic_leaves_at_its_windows_end_not_at_the_next_packet() {
+        // priority(0, 1), 1 MB/s, T = 100 ms. Class 1 queues 20 kB, then class 0 bursts 151 kB
+        // in 1.5 ms (θ+·X = 150 kB: filled with magic) and stops. Its real bytes are served by
+        // about 152 ms; its window, restarted at the fill, ended at about 102 ms having accepted
+        // nothing, so the magic is gone and class 1 is served from about 152 ms on. Nothing
+        // arrives until 400 ms: had the magic stayed until that arrival, class 1 would still be
+        // starved behind it (about 850 kB of magic at 1 MB/s).
+        let mut b = BcPqp::new(&cfg("queues = 2\nclassify = \"class\"\npolicy = \"priority(0, 1)\""));
+        let low = Packet { len: 1000, class: 1, ..Packet::default() };
+        let high = Packet { len: 1000, class: 0, ..Packet::default() };
+        for i in 0..20u64 {
+            assert!(b.on_arrival(Instant(i * 1_000), &low).is_pass());
+        }
+        for i in 0..200u64 {
+            b.on_arrival(Instant(20_000 + i * 10_000), &high);
+        }
+        assert_eq!(b.burst_events().0, 1);
+        assert!(b.on_arrival(Instant(400_000_000), &low).is_pass());
+        assert_eq!(b.burst_events().1, 1);
+        assert_eq!(b.occupancy_nb(0), 0);
+        assert_eq!(b.occupancy_nb(1), 1000 * NANOS_PER_SEC, "class 1 was served once class 0's real bytes left");
     }
 }

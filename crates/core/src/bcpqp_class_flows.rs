@@ -17,7 +17,7 @@
 //! - θ− takes X_i = 0 while a higher-priority class holds phantom backlog, as class-queued
 //!   BC-PQP does, so a starved class keeps its flows' magic.
 
-use crate::bcpqp::{BcPqpConfig, BurstParams, BurstState};
+use crate::bcpqp::{BcPqpConfig, BurstParams, BurstState, CATCH_UP_WINDOWS};
 use crate::bcpqp_flows::{FlowBurst, Thresholds};
 use crate::pqp_class_flows::ClassFlows;
 use crate::units::NANOS_PER_SEC;
@@ -165,26 +165,52 @@ impl ClassFlowBcPqp {
     /// closes those holding magic, reclaims drained flows.
     #[inline(never)]
     fn close_windows_due_now(&mut self, t: u64) {
-        while let Some(&(end, c, s)) = self.windows.front() {
-            if end > t {
-                break;
-            }
-            self.windows.pop_front();
-            let (c, s) = (c as usize, s as usize);
-            self.sync(c, t);
-            let flows = self.classes.flows_mut(c);
-            if flows.queues.data(s).window_end != end {
-                continue; // restarted by a fill, or the slot was reclaimed
-            }
-            if flows.clamp_magic(s) > 0 {
-                self.close_window(c, s, t);
-            } else if flows.queues.occupancy(s) == 0 {
-                flows.queues.reclaim(s);
-            }
-            // Otherwise the window closes at the flow's next arrival, and the flow is reclaimed
-            // when its queue drains (the window has ended by then).
+        while self.windows.front().is_some_and(|&(end, _, _)| end <= t) {
+            self.close_front_window(t);
         }
         self.next_end = self.windows.front().map_or(u64::MAX, |&(end, _, _)| end);
+    }
+
+    /// Closes up to [`CATCH_UP_WINDOWS`] windows that ended by `now` each at its own end, after
+    /// the phantom service up to that instant (see [`crate::bcpqp`]). Entries left behind by a
+    /// fill or a reclaim are dropped without counting: the tc-BPF list never holds them.
+    #[inline(never)]
+    fn close_windows_at_their_ends(&mut self, now: u64) {
+        let mut closed = 0;
+        while closed < CATCH_UP_WINDOWS {
+            let Some(&(end, c, s)) = self.windows.front() else { break };
+            if end > now {
+                break;
+            }
+            if self.classes.flows_of(c as usize).queues.data(s as usize).window_end != end {
+                self.windows.pop_front();
+                continue;
+            }
+            self.classes.tree.advance(Instant(end), &mut |_, _| {});
+            self.last = self.last.max(end);
+            self.close_front_window(self.last);
+            closed += 1;
+        }
+        self.next_end = self.windows.front().map_or(u64::MAX, |&(end, _, _)| end);
+    }
+
+    /// The window FIFO's first entry, due at `t`, after its class's flows are brought up to
+    /// date: closes it if it holds magic, reclaims a drained flow, or drops the entry.
+    fn close_front_window(&mut self, t: u64) {
+        let Some((end, c, s)) = self.windows.pop_front() else { return };
+        let (c, s) = (c as usize, s as usize);
+        self.sync(c, t);
+        let flows = self.classes.flows_mut(c);
+        if flows.queues.data(s).window_end != end {
+            return; // restarted by a fill, or the slot was reclaimed
+        }
+        if flows.clamp_magic(s) > 0 {
+            self.close_window(c, s, t);
+        } else if flows.queues.occupancy(s) == 0 {
+            flows.queues.reclaim(s);
+        }
+        // Otherwise the window closes at the flow's next arrival, and the flow is reclaimed
+        // when its queue drains (the window has ended by then).
     }
 
     /// Fills slot `s` of class `c` with magic up to B, in its class's queue too, and restarts its window.
@@ -200,6 +226,9 @@ impl ClassFlowBcPqp {
 impl Policer for ClassFlowBcPqp {
     fn on_arrival(&mut self, now: Instant, pkt: &Packet) -> Verdict {
         let c = self.classes.tree.queue_of(pkt);
+        if self.next_end <= now.0 {
+            self.close_windows_at_their_ends(now.0);
+        }
         self.classes.tree.advance(now, &mut |_, _| {});
         self.last = self.last.max(now.0);
         let t = self.last;

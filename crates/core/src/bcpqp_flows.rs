@@ -14,7 +14,7 @@
 //!   recognised (their end is not the flow's) and dropped when due. Due windows are closed in
 //!   order of end, not of queue index, which flows do not have.
 
-use crate::bcpqp::{BcPqpConfig, BurstParams, THETA_ONE};
+use crate::bcpqp::{BcPqpConfig, BurstParams, CATCH_UP_WINDOWS, THETA_ONE};
 use crate::pqp_flows::FlowPqp;
 use crate::units::NANOS_PER_SEC;
 use crate::{DropReason, Instant, Packet, Policer, Verdict};
@@ -174,24 +174,54 @@ impl FlowBcPqp {
     /// `on_arrival` spares that path registers.
     #[inline(never)]
     fn close_windows_due_now(&mut self, t: u64) {
-        while let Some(&(end, s)) = self.windows.front() {
-            if end > t {
-                break;
-            }
-            self.windows.pop_front();
-            let s = s as usize;
-            if self.core.queues.data(s).window_end != end {
-                continue; // restarted by a fill, or the slot was reclaimed
-            }
-            if self.core.clamp_magic(s) > 0 {
-                self.close_window(s, t);
-            } else if self.core.queues.occupancy(s) == 0 {
-                self.core.queues.reclaim(s);
-            }
-            // Otherwise the window closes at the flow's next arrival, and the flow is reclaimed
-            // when its queue drains (the window has ended by then).
+        while self.windows.front().is_some_and(|&(end, _)| end <= t) {
+            self.close_front_window(t);
         }
         self.next_end = self.windows.front().map_or(u64::MAX, |&(end, _)| end);
+    }
+
+    /// Closes up to [`CATCH_UP_WINDOWS`] windows that ended by `now` each at its own end, after
+    /// the phantom service up to that instant (see [`crate::bcpqp`]). Entries left behind by a
+    /// fill or a reclaim are dropped without counting: the tc-BPF list never holds them.
+    #[inline(never)]
+    fn close_windows_at_their_ends(&mut self, now: u64) {
+        let mut closed = 0;
+        while closed < CATCH_UP_WINDOWS {
+            let Some(&(end, s)) = self.windows.front() else { break };
+            if end > now {
+                break;
+            }
+            if self.core.queues.data(s as usize).window_end != end {
+                self.windows.pop_front();
+                continue;
+            }
+            self.core.advance(Instant(end), &mut |d: &mut FlowBurst| {
+                d.magic_nb = 0;
+                end >= d.window_end
+            });
+            let t = self.core.last().0;
+            self.close_front_window(t);
+            closed += 1;
+        }
+        self.next_end = self.windows.front().map_or(u64::MAX, |&(end, _)| end);
+    }
+
+    /// The window FIFO's first entry, due at `t`: closes it if it holds magic, reclaims a
+    /// drained flow, or drops the entry.
+    #[inline(always)]
+    fn close_front_window(&mut self, t: u64) {
+        let Some((end, s)) = self.windows.pop_front() else { return };
+        let s = s as usize;
+        if self.core.queues.data(s).window_end != end {
+            return; // restarted by a fill, or the slot was reclaimed
+        }
+        if self.core.clamp_magic(s) > 0 {
+            self.close_window(s, t);
+        } else if self.core.queues.occupancy(s) == 0 {
+            self.core.queues.reclaim(s);
+        }
+        // Otherwise the window closes at the flow's next arrival, and the flow is reclaimed
+        // when its queue drains (the window has ended by then).
     }
 
     /// Fills queue `s` with magic up to B and restarts its window (000 §4).
@@ -252,6 +282,9 @@ impl Policer for FlowBcPqp {
     fn on_arrival(&mut self, now: Instant, pkt: &Packet) -> Verdict {
         // A drained queue outlives its flow's silence only while its window runs (service is
         // handed out only when `now` is past the last arrival, so `now` is the time here).
+        if self.next_end <= now.0 {
+            self.close_windows_at_their_ends(now.0);
+        }
         self.core.advance(now, &mut |d: &mut FlowBurst| {
             d.magic_nb = 0;
             now.0 >= d.window_end

@@ -247,6 +247,38 @@ fn bcpqp_starved_priority_classes_match_core() {
     }
 }
 
+/// A long catch-up (`bcpqp::CATCH_UP_WINDOWS`, `RK_CATCH_UP_WINDOWS`): strict priority over eight
+/// classes with 3 MB phantom queues. Class 0 sends 1500 B every 1.25 ms (1.2 × the rate: at most
+/// 17 packets per 20 ms window, below θ+·X = 30 kB, so it is never filled with magic) for 10 s,
+/// and its real phantom backlog grows to about 2 MB; classes 1-7 send one packet per 6.25 ms
+/// between them, are filled with magic at once (X_i = 0 below a busy class) and then dropped.
+/// Then 2.5 s of silence: while class 0's backlog drains (about 2 s) the starved classes keep
+/// their magic, and their windows end every 20 ms: the next packet replays about 100 window ends
+/// (the core's count, checked by instrumenting it), each after the service up to it; a BPF
+/// bound of 8 window ends fails this (tried).
+#[test]
+#[ignore = "needs root: BPF_PROG_TEST_RUN of the tc-BPF programs; scripts/test.sh runs it with --include-ignored as root"]
+fn bcpqp_long_catch_up_matches_core() {
+    require_root();
+    let (src, dst): (IpAddr, IpAddr) = ("10.8.0.1".parse().unwrap(), "10.9.0.1".parse().unwrap());
+    let frame = |class: u8| build_frame(src, dst, 1000, 5201, IPPROTO_UDP, class, 1500);
+    let mut arrivals = Vec::new();
+    for k in 0..8500u64 {
+        let t = 1000 + k * 1_250_000 + if k >= 8000 { 2_500_000_000 } else { 0 };
+        arrivals.push(Arrival { t, frame: frame(0) });
+        if k % 5 == 0 && k < 8000 {
+            arrivals.push(Arrival { t: t + 600_000, frame: frame((k / 5 % 7 + 1) as u8) });
+        }
+    }
+    let toml = "kind = \"bcpqp\"\nrate = \"8mbit\"\nqueue_size = \"3mb\"\nwindow = \"20ms\"\nqueues = 8\nclassify = \"class\"\npolicy = \"priority\"";
+    let (bpf, core) = check(toml, &arrivals);
+    let (agg, raw) = &bpf.states().unwrap()[0];
+    let st: ratekit_dataplane::maps::BcpqpState = bytemuck::pod_read_unaligned(raw);
+    let Some((_, ratekit_core::AnyPolicer::Bcpqp(b))) = core.get(&agg.id()) else { panic!("no core twin") };
+    assert_eq!((st.burst_fills, st.magic_removals), b.burst_events());
+    assert!(st.burst_fills >= 6, "the starved classes were never filled with magic: {} fills", st.burst_fills);
+}
+
 /// Flat fair water-filling when a queue's backlog equals the water level exactly (⌊S/n⌋):
 /// it must be emptied and leave the active list. Two queues by class at 1 MB/s, 3000-byte
 /// queues: after 3 ms (3000 B of service) queue 0 holds 1500 B = ⌊3000/2⌋ B. Kept on the list
