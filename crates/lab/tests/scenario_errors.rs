@@ -100,3 +100,26 @@ fn via_names_single_existing_aggregates_once() {
         assert!(e.message.contains(msg), "{what}: {e}");
     }
 }
+
+/// Every impossible video player is refused by the app field at fault.
+#[test]
+fn video_errors_name_the_field() {
+    let video = |app: &str| GOOD.replace("rtt = \"10ms\"", &format!("rtt = \"10ms\", app = {{ kind = \"video\", {app} }}"));
+    assert!(ratekit_lab::scenario::parse(&video("length = \"8s\", ladder = [\"300kbit\", \"1mbit\"]"), "good.toml").is_ok());
+    let cases = [
+        ("no ladder", "length = \"8s\", ladder = []", "app.ladder"),
+        ("a ladder that descends", "length = \"8s\", ladder = [\"1mbit\", \"300kbit\"]", "app.ladder"),
+        // serde reads a tagged table whole, so a bad value inside it is named by the table.
+        ("a zero bitrate", "length = \"8s\", ladder = [0]", "app"),
+        ("a partial segment", "length = \"9s\", ladder = [\"1mbit\"]", "app.length"),
+        ("a zero segment", "length = \"8s\", segment = \"0s\", ladder = [\"1mbit\"]", "app.segment"),
+        ("no room above the startup", "length = \"8s\", startup = \"8s\", max_buffer = \"10s\", ladder = [\"1mbit\"]", "app.max_buffer"),
+        ("a safety above 1", "length = \"8s\", safety = 1.5, ladder = [\"1mbit\"]", "app.safety"),
+        ("an empty history", "length = \"8s\", history = 0, ladder = [\"1mbit\"]", "app.history"),
+        ("an unknown key", "length = \"8s\", ladders = [\"1mbit\"]", "app"),
+    ];
+    for (what, app, field) in cases {
+        let e = err(&video(app));
+        assert!(e.field.contains(field), "{what}: field '{}' should name '{field}' ({e})", e.field);
+    }
+}

@@ -2,12 +2,14 @@
 //! TCP: backlogged, finite (one transfer; flow completion time at the receiver), on-off
 //! (messages and gaps drawn from exponential or Pareto distributions; each message is sent once
 //! the previous one is fully acknowledged and the gap has passed; messages are whole segments),
-//! periodic (transfers of whole segments handed to TCP on a fixed schedule from the flow's start).
+//! periodic (transfers of whole segments handed to TCP on a fixed schedule from the flow's start),
+//! video (a player's segment requests, video.rs).
 //! UDP (no congestion control): constant bit rate, and LogNormal inter-arrival times (004 §V-A3).
 
 use crate::ctx::Ctx;
 use crate::engine::{ComponentId, Wakeup};
 use crate::packet::{Kind, Pkt, MSS};
+use crate::video::Player;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use ratekit_lab::arrivals::draw;
@@ -22,6 +24,8 @@ pub enum App {
     OnOff { rng: Box<ChaCha8Rng>, mean_size: f64, mean_gap_ns: f64, size_dist: Dist, gap_dist: Dist, shape: f64, available: u32, next_start: Option<u64> },
     /// `left` more transfers of `segments` each, the next at `next_start`, then every `period_ns`.
     Periodic { segments: u32, period_ns: u64, left: u32, available: u32, next_start: Option<u64> },
+    /// What the player's requests have asked for so far; the world tells it what arrived.
+    Video(Box<Player>),
     /// `inner` until `stop_ns`, then nothing beyond what TCP has already sent (`limit`, frozen
     /// at the first poll at or after the stop). TCP asks a segment's payload exactly when it
     /// emits it, so the highest segment asked for + 1 is its snd_nxt (`sent`). The sender polls
@@ -30,16 +34,17 @@ pub enum App {
 }
 
 impl App {
-    /// The application of `cfg`, stopping at `stop_ns` if given.
-    pub fn new(cfg: &AppConfig, rng: ChaCha8Rng, stop_ns: Option<u64>) -> App {
-        let app = Self::unstopped(cfg, rng);
+    /// The application of `cfg`, stopping at `stop_ns` if given; `request_delay_ns` is how long
+    /// the receiving end's requests (a video player's) take to reach the sender.
+    pub fn new(cfg: &AppConfig, rng: ChaCha8Rng, stop_ns: Option<u64>, request_delay_ns: u64) -> App {
+        let app = Self::unstopped(cfg, rng, request_delay_ns);
         match stop_ns {
             Some(stop_ns) => App::Stopping { inner: Box::new(app), stop_ns, limit: None, sent: Cell::new(0) },
             None => app,
         }
     }
 
-    fn unstopped(cfg: &AppConfig, rng: ChaCha8Rng) -> App {
+    fn unstopped(cfg: &AppConfig, rng: ChaCha8Rng, request_delay_ns: u64) -> App {
         match *cfg {
             AppConfig::Finite { size } => {
                 let segments = size.0.div_ceil(MSS as u64).max(1) as u32;
@@ -63,6 +68,7 @@ impl App {
                 available: 0,
                 next_start: None,
             },
+            AppConfig::Video { .. } => App::Video(Box::new(Player::new(cfg, request_delay_ns))),
             _ => App::Backlogged,
         }
     }
@@ -70,6 +76,7 @@ impl App {
     pub fn start(&mut self, now: u64) {
         match self {
             App::OnOff { next_start, .. } | App::Periodic { next_start, .. } => *next_start = Some(now),
+            App::Video(p) => p.start(now),
             App::Stopping { inner, .. } => inner.start(now),
             _ => {}
         }
@@ -94,7 +101,25 @@ impl App {
             App::Backlogged => u32::MAX,
             App::Finite { segments, .. } => *segments,
             App::OnOff { available, .. } | App::Periodic { available, .. } => *available,
+            App::Video(p) => p.available,
             App::Stopping { .. } => unreachable!("a stop wraps a base application, never another stop"),
+        }
+    }
+
+    /// The video player, if this is one (behind a stop too).
+    pub fn player_mut(&mut self) -> Option<&mut Player> {
+        match self {
+            App::Video(p) => Some(p),
+            App::Stopping { inner, .. } => inner.player_mut(),
+            _ => None,
+        }
+    }
+
+    pub fn player(&self) -> Option<&Player> {
+        match self {
+            App::Video(p) => Some(p),
+            App::Stopping { inner, .. } => inner.player(),
+            _ => None,
         }
     }
 
@@ -121,6 +146,7 @@ impl App {
     pub fn next_event(&self) -> Option<u64> {
         match self {
             App::OnOff { next_start, .. } | App::Periodic { next_start, .. } => *next_start,
+            App::Video(p) => p.next_event(),
             App::Stopping { inner, stop_ns, limit: None, .. } => {
                 Some(inner.next_event().map_or(*stop_ns, |t| t.min(*stop_ns)))
             }
@@ -147,6 +173,10 @@ impl App {
                 *left -= 1;
                 *next_start = (*left > 0).then_some(t + *period_ns);
             }
+            return;
+        }
+        if let App::Video(p) = self {
+            p.poll(now);
             return;
         }
         if let App::OnOff { rng, mean_size, mean_gap_ns, size_dist, gap_dist, shape, available, next_start } = self {
@@ -251,7 +281,7 @@ mod tests {
 
     fn periodic(size: u64, period_s: u64, count: u32) -> App {
         let cfg = AppConfig::Periodic { size: Bytes(size), period: Duration(period_s * S), count };
-        App::new(&cfg, ChaCha8Rng::seed_from_u64(1), None)
+        App::new(&cfg, ChaCha8Rng::seed_from_u64(1), None, 0)
     }
 
     #[test]
@@ -282,7 +312,7 @@ mod tests {
     #[test]
     fn a_stop_ends_a_periodic_schedule_too() {
         let cfg = AppConfig::Periodic { size: Bytes(10 * MSS as u64), period: Duration(S), count: 10 };
-        let mut app = App::new(&cfg, ChaCha8Rng::seed_from_u64(1), Some(3 * S - 1));
+        let mut app = App::new(&cfg, ChaCha8Rng::seed_from_u64(1), Some(3 * S - 1), 0);
         app.start(0);
         for (t, sent) in [(0, 0), (S, 10), (2 * S, 20)] {
             app.poll(t, sent);

@@ -10,6 +10,7 @@ pub mod net;
 pub mod packet;
 pub mod stats;
 pub mod tcp;
+pub mod video;
 pub mod world;
 
 use ratekit_lab::scenario::Resolved;

@@ -155,6 +155,7 @@ fn check_app(app: &AppConfig) -> Result<(), (&'static str, &'static str)> {
             Err(("packet", "the testbed's datagrams hold IP, UDP and its 8-byte flow header: at least 36 bytes"))
         }
         AppConfig::Lognormal { .. } => Err(("kind", "the testbed has no sender for lognormal")),
+        AppConfig::Video { .. } => Err(("kind", "the testbed has no video player (the simulator's player needs its receiver to send requests back); run it with `ratekit sim`")),
         _ => Ok(()),
     }
 }
@@ -201,6 +202,15 @@ pub(super) mod tests {
             panic!("kernel_hz = {other} accepted on a CONFIG_HZ={hz} machine")
         };
         assert!(e.to_string().contains("kernel_hz") && e.to_string().contains(&format!("CONFIG_HZ={hz}")), "{e}");
+    }
+
+    /// A video player is the simulator's alone: the testbed refuses it by the flow's field.
+    #[test]
+    fn a_video_app_is_refused_by_name() {
+        let flows = r#"{ cc = "cubic", rtt = "10ms" }, { cc = "bbr", rtt = "10ms", app = { kind = "video", length = "8s", ladder = ["300kbit"] } }"#;
+        let Err(e) = super::plan(resolve(flows), "t.toml") else { panic!("a video app was accepted") };
+        let e = e.to_string();
+        assert!(e.contains("flows[1].app.kind") && e.contains("no video player"), "{e}");
     }
 
     /// The testbed's own scenarios are ones it can run.

@@ -54,6 +54,7 @@ pub fn build(
                 completed: finite.then_some(completed),
                 delivered_bytes: delivered,
                 counts: None,
+                video: None,
             }
         })
         .collect();

@@ -341,7 +341,9 @@ pub fn send(
             }
             while unacked(&conn) > 0 && sleep_until(Instant::now() + Duration::from_millis(1), stop) && Instant::now() < end {}
         }
-        AppConfig::Cbr { .. } | AppConfig::Lognormal { .. } => unreachable!("UDP sent above; lognormal refused by the plan"),
+        AppConfig::Cbr { .. } | AppConfig::Lognormal { .. } | AppConfig::Video { .. } => {
+            unreachable!("UDP sent above; lognormal and video refused by the plan")
+        }
     }
     Ok(Some(socket_info(&conn, flow.id).map_err(io("TCP_INFO"))?))
 }

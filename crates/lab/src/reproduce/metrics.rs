@@ -125,6 +125,20 @@ pub enum Metric {
     /// every window of the span, per selected aggregate whose enforcer estimates it (DSCD's
     /// Algorithm 4, 004 Figs. 6-8): `estimate_error_mean`, `estimate_error_p95`.
     EstimateError(Stat),
+    /// Over the selected flows' video sessions (a `video` app), their mean or a nearest-rank
+    /// percentile: `video_join_STAT` (s from the flow's start to playback; a session that never
+    /// started counts as starting at the run's end), `video_rebuffer_STAT` (s of stalls after the
+    /// start), `video_bitrate_STAT` (mean bitrate of its segments, bit/s), `video_rung_STAT`
+    /// (mean rung of its segments, 0 = the ladder's lowest).
+    Video(VideoField, Stat),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum VideoField {
+    Join,
+    Rebuffer,
+    Bitrate,
+    Rung,
 }
 
 impl Metric {
@@ -146,6 +160,16 @@ impl Metric {
         }
         if let Some(r) = s.strip_prefix("estimate_error_") {
             return Ok(Metric::EstimateError(stat(r)?));
+        }
+        for (prefix, field) in [
+            ("video_join_", VideoField::Join),
+            ("video_rebuffer_", VideoField::Rebuffer),
+            ("video_bitrate_", VideoField::Bitrate),
+            ("video_rung_", VideoField::Rung),
+        ] {
+            if let Some(r) = s.strip_prefix(prefix) {
+                return Ok(Metric::Video(field, stat(r)?));
+            }
         }
         if let Some(r) = s.strip_prefix("jain_all_") {
             return Ok(Metric::JainAll(stat(r)?));
@@ -181,7 +205,7 @@ impl Metric {
                     st => Metric::Delay(st),
                 },
                 _ => bail!(
-                    "unknown metric '{s}' (throughput_STAT, burst_STAT, wire_STAT, wire_burst_STAT, jain_STAT, jain_all_STAT, unfairness_STAT, flow_unfairness, udp_loss, drop_rate, share, goodput, ratio, span_ratio, fct_spread, fct_STAT, utilization, delay_STAT, class_loss, sketch_error_STAT, sketch_misestimation, detect_policed, detect_not_policed, rate_error_STAT, estimate_error_STAT)"
+                    "unknown metric '{s}' (throughput_STAT, burst_STAT, wire_STAT, wire_burst_STAT, jain_STAT, jain_all_STAT, unfairness_STAT, flow_unfairness, udp_loss, drop_rate, share, goodput, ratio, span_ratio, fct_spread, fct_STAT, utilization, delay_STAT, class_loss, sketch_error_STAT, sketch_misestimation, detect_policed, detect_not_policed, rate_error_STAT, estimate_error_STAT, video_join_STAT, video_rebuffer_STAT, video_bitrate_STAT, video_rung_STAT)"
                 ),
             },
         })
@@ -427,6 +451,23 @@ impl RunResult {
             .collect()
     }
 
+    /// One value per selected flow that streamed video.
+    fn video_values(&self, field: VideoField, sel: &Selector) -> Vec<f64> {
+        let end = self.summary.covered_s();
+        let flows = self.summary.flows.iter().enumerate().filter(|(i, _)| self.flow_matches(*i, sel));
+        flows
+            .filter_map(|(_, f)| {
+                let v = f.video?;
+                Some(match field {
+                    VideoField::Join => v.join_s.unwrap_or(end - f.start_s),
+                    VideoField::Rebuffer => v.rebuffer_s,
+                    VideoField::Bitrate => v.mean_bitrate_bps,
+                    VideoField::Rung => v.mean_rung,
+                })
+            })
+            .collect()
+    }
+
     fn goodput_sum(&self, sel: &Selector, span: Span) -> (f64, usize) {
         let mut sum = 0.0;
         let mut n = 0;
@@ -526,6 +567,7 @@ impl RunResult {
             Metric::SketchError(stat) => self.sketch.as_ref().map_or(f64::NAN, |s| apply_stat(stat, s.errors.clone())),
             Metric::SketchMisestimation => self.sketch.as_ref().map_or(f64::NAN, |s| s.misestimated_fraction),
             Metric::Fct(stat) => apply_stat(stat, self.fcts(sel)),
+            Metric::Video(field, stat) => apply_stat(stat, self.video_values(field, sel)),
             Metric::DetectPoliced => self.policed_fraction(),
             Metric::DetectNotPoliced => 1.0 - self.policed_fraction(),
             Metric::RateError(stat) => apply_stat(stat, self.rate_errors()),
@@ -598,6 +640,7 @@ mod tests {
             completed,
             delivered_bytes: 0,
             counts: None,
+            video: None,
         };
         let mut flows = vec![flow(0, None, None)];
         flows.extend((1..=100).map(|i| flow(i, Some(i as f64 / 1000.0), Some(true))));
@@ -613,6 +656,38 @@ mod tests {
             sketch: None,
             detect: None,
         }
+    }
+
+    /// Three video sessions (class 1; one never started) beside a bulk flow (class 0): the
+    /// metrics read the sessions of the selected flows only, an unstarted one joining at the end.
+    #[test]
+    fn video_metrics_read_the_selected_sessions() {
+        use crate::summary::VideoSummary;
+        let mut r = page_loads();
+        r.summary.flows.truncate(4);
+        r.classes.truncate(4);
+        let session = |join_s, rebuffer_s, rung: f64| VideoSummary {
+            join_s,
+            rebuffer_s,
+            stalls: 1,
+            mean_bitrate_bps: 1e6 * (rung + 1.0),
+            mean_rung: rung,
+            segments: 5,
+            of_segments: 5,
+        };
+        r.summary.flows[1].video = Some(session(Some(0.5), 2.0, 1.0));
+        r.summary.flows[2].video = Some(session(Some(1.5), 4.0, 3.0));
+        r.summary.flows[3].video = Some(session(None, 0.0, 0.0));
+        let v = |m: &str, sel: &Selector| r.value(Metric::parse(m).unwrap(), sel, None, Span::default());
+        let videos = Selector { class: Some(1), ..Selector::default() };
+        assert_eq!(v("video_rebuffer_mean", &videos), 2.0);
+        assert_eq!(v("video_rebuffer_p100", &videos), 4.0);
+        assert_eq!(v("video_join_p100", &videos), 9.0, "the unstarted session (start 1 s) joins at the run's end, 10 s");
+        assert_eq!(v("video_join_p0", &videos), 0.5);
+        assert_eq!(v("video_rung_mean", &Selector { flows: Some(vec![1, 2]), ..Selector::default() }), 2.0);
+        assert_eq!(v("video_bitrate_mean", &Selector { flows: Some(vec![2]), ..Selector::default() }), 4e6);
+        assert!(v("video_join_mean", &Selector { class: Some(0), ..Selector::default() }).is_nan(), "no session");
+        assert!(Metric::parse("video_stall_mean").is_err());
     }
 
     #[test]

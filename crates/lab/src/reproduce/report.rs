@@ -132,6 +132,9 @@ pub struct RunInfo {
     /// A detect run's judged segments and how many were found policed (the fractions' counts).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detect: Option<DetectCounts>,
+    /// A run with video sessions: their mean join and rebuffer times (s) and mean bitrate (bit/s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub video: Option<[f64; 3]>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -185,6 +188,9 @@ impl ScenarioResult {
                         detect: r.detect.as_ref().map(|vs| DetectCounts {
                             judged: vs.len(),
                             policed: vs.iter().filter(|v| v.policed).count(),
+                        }),
+                        video: m("video_join_mean").map(|join| {
+                            [join, m("video_rebuffer_mean").unwrap_or(f64::NAN), m("video_bitrate_mean").unwrap_or(f64::NAN)]
                         }),
                     }
                 })

@@ -1,8 +1,9 @@
 //! The `app` table of a flow: what it has to send and when. The simulator (crates/sim app.rs)
 //! and the testbed's senders each run it their own way.
 //! TCP: backlogged, finite (one transfer), on-off (messages and gaps drawn from exponential or
-//! Pareto distributions), periodic (a fixed transfer repeated on a fixed schedule). UDP (no congestion control): constant bit rate, and LogNormal
-//! inter-arrival times (004 §V-A3).
+//! Pareto distributions), periodic (a fixed transfer repeated on a fixed schedule), video (a
+//! DASH-style player fetching segments one at a time, docs/simulator.md "Video"). UDP (no
+//! congestion control): constant bit rate, and LogNormal inter-arrival times (004 §V-A3).
 
 use ratekit_core::{Bytes, Duration, Rate};
 use serde::Deserialize;
@@ -45,6 +46,25 @@ pub enum AppConfig {
         period: Duration,
         count: u32,
     },
+    /// A DASH-style player (the receiving end) streaming one video of `length` in segments of
+    /// `segment`, each fetched at a bitrate of `ladder` (ascending) once the one before has fully
+    /// arrived and the buffer has room for it (`max_buffer`), chosen by a throughput rule (the
+    /// highest bitrate at most `safety` × the harmonic mean of the last `history` segments'
+    /// download rates); playback starts with `startup` buffered (default: one segment).
+    Video {
+        ladder: Vec<Rate>,
+        length: Duration,
+        #[serde(default = "default_video_segment")]
+        segment: Duration,
+        #[serde(default)]
+        startup: Option<Duration>,
+        #[serde(default = "default_max_buffer")]
+        max_buffer: Duration,
+        #[serde(default = "default_safety")]
+        safety: f64,
+        #[serde(default = "default_history")]
+        history: u32,
+    },
     /// UDP at a constant bit rate.
     Cbr {
         rate: Rate,
@@ -80,6 +100,26 @@ fn default_sigma() -> f64 {
 fn default_datagram() -> Bytes {
     Bytes(1500)
 }
+/// Pensieve's simulator's segment (hongzimao/pensieve sim/env.py, VIDEO_CHUNCK_LEN).
+fn default_video_segment() -> Duration {
+    Duration(4_000_000_000)
+}
+/// Pensieve's simulator's buffer limit (BUFFER_THRESH).
+fn default_max_buffer() -> Duration {
+    Duration(60_000_000_000)
+}
+/// dash.js's `abr.bandwidthSafetyFactor`.
+fn default_safety() -> f64 {
+    0.9
+}
+/// The past segments Pensieve's MPC and rate-based players average (test/mpc.py).
+fn default_history() -> u32 {
+    5
+}
+
+/// A segment larger than this many bytes (u32 TCP segments of 1448 bytes, with room to spare)
+/// is refused rather than overflow the simulator's sequence space.
+const MAX_SEGMENT_BYTES: u64 = 1 << 40;
 
 impl AppConfig {
     pub fn is_udp(&self) -> bool {
@@ -114,7 +154,44 @@ impl AppConfig {
             AppConfig::Cbr { packet, .. } | AppConfig::Lognormal { packet, .. } if packet.0 < 28 || packet.0 > 65535 => {
                 Err("packet: a datagram is 28..65535 bytes".into())
             }
+            AppConfig::Video { .. } => self.validate_video(),
             _ => Ok(()),
         }
+    }
+
+    fn validate_video(&self) -> Result<(), String> {
+        let AppConfig::Video { ladder, length, segment, startup, max_buffer, safety, history } = self else {
+            return Ok(());
+        };
+        if ladder.is_empty() {
+            return Err("ladder: list at least one bitrate".into());
+        }
+        if let Some(w) = ladder.windows(2).find(|w| w[0] >= w[1]) {
+            return Err(format!("ladder: bitrates must ascend ({} is followed by {})", w[0], w[1]));
+        }
+        if segment.0 == 0 {
+            return Err("segment: must be > 0".into());
+        }
+        let top = ladder[ladder.len() - 1];
+        if top.bytes_in(*segment) > MAX_SEGMENT_BYTES {
+            return Err(format!("ladder: a {} s segment at {top} exceeds {MAX_SEGMENT_BYTES} bytes", segment.as_secs_f64()));
+        }
+        if length.0 == 0 || length.0 % segment.0 != 0 {
+            return Err(format!("length: must be a whole number (≥ 1) of {} s segments", segment.as_secs_f64()));
+        }
+        let startup = startup.unwrap_or(*segment);
+        if startup.0 == 0 {
+            return Err("startup: must be > 0".into());
+        }
+        if max_buffer.0 < startup.0.saturating_add(segment.0) {
+            return Err(format!("max_buffer: must hold the startup buffer and one more segment (≥ {} s)", (startup.0 + segment.0) as f64 * 1e-9));
+        }
+        if !(*safety > 0.0 && *safety <= 1.0) {
+            return Err("safety: must be in (0, 1]".into());
+        }
+        if *history == 0 {
+            return Err("history: average at least one segment".into());
+        }
+        Ok(())
     }
 }

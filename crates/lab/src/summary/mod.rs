@@ -64,6 +64,25 @@ pub struct FlowSummary {
     /// (Linux counts per namespace: `TestbedSection::sender_tcp`).
     #[serde(flatten)]
     pub counts: Option<FlowCounts>,
+    /// A `video` app's session (the simulator's player).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub video: Option<VideoSummary>,
+}
+
+/// One video session as its player saw it (docs/simulator.md, "Video").
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct VideoSummary {
+    /// From the flow's start to playback's start (`None`: it never started within the run).
+    pub join_s: Option<f64>,
+    /// Time playback waited on an empty buffer after it started, up to the run's end.
+    pub rebuffer_s: f64,
+    pub stalls: u32,
+    /// Mean over the segments that arrived: their bitrate, and their rung in the ladder (0 = lowest).
+    pub mean_bitrate_bps: f64,
+    pub mean_rung: f64,
+    /// Segments that arrived, of the video's.
+    pub segments: u32,
+    pub of_segments: u32,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -91,7 +91,7 @@ impl World {
                     comps.push(Comp::Udp(Box::new(UdpSource::new(sender, fid, &f.app, rng, stop_ns, relabel_flow))));
                     comps.push(Comp::Sink { bytes: 0, window_bytes: 0 });
                 } else {
-                    let app = App::new(&f.app, rng, stop_ns);
+                    let app = App::new(&f.app, rng, stop_ns, f.rtt.0 - half);
                     let finite = app.finite_shape();
                     let cc = Cc::new(f.cc, mix(seed, 0xCC00_0000 + fid as u64));
                     let mut tx = TcpSender::new(sender, fid, cc, app);
@@ -128,6 +128,7 @@ impl World {
                     receiver,
                     continuous: matches!(f.app, AppConfig::Backlogged | AppConfig::Finite { .. }),
                     finite: f.app.is_finite(),
+                    video: matches!(f.app, AppConfig::Video { .. }),
                     stop_ns: stop_ns.unwrap_or(u64::MAX),
                 });
             }

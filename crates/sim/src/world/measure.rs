@@ -68,6 +68,10 @@ impl World {
                     (Comp::Sink { bytes, .. }, _) => (*bytes, None, 0, 0, 0, 0),
                     _ => unreachable!(),
                 };
+                let video = match &self.comps[m.sender as usize] {
+                    Comp::Sender(tx) => tx.app.player().map(|p| p.summary(sim_end)),
+                    _ => None,
+                };
                 let active_end = fct.map_or(sim_end.min(m.stop_ns), |f| m.start_ns + (f * 1e9) as u64);
                 let active = active_end.saturating_sub(m.start_ns) as f64 * 1e-9;
                 FlowSummary {
@@ -90,6 +94,7 @@ impl World {
                         queue_delay_mean_ms: self.ctx.enf.flows[id].delay.mean_ms(),
                         queue_delay_p99_ms: self.ctx.enf.flows[id].delay.percentile_ms(0.99),
                     }),
+                    video,
                 }
             })
             .collect();

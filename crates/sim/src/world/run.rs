@@ -60,6 +60,18 @@ impl World {
                         self.wire_window[p.flow as usize] += (p.len - HEADER) as u64;
                     }
                     r.on_packet(ctx, &p);
+                    let meta = &self.flows[p.flow as usize];
+                    if p.kind == Kind::Data && meta.video {
+                        let delivered = r.delivered_bytes;
+                        if let Comp::Sender(s) = &mut self.comps[meta.sender as usize] {
+                            let request = s.app.player_mut().and_then(|pl| pl.on_delivered(ctx.ev.now(), delivered));
+                            // The sender's wake-up (named for its first use, the SYN): it polls the
+                            // app, which hands the requested segment to TCP.
+                            if let Some(at) = request {
+                                s.schedule_start(ctx, at);
+                            }
+                        }
+                    }
                 }
                 Comp::Sink { bytes, window_bytes } => {
                     ctx.pool.release(idx);
@@ -210,7 +222,27 @@ impl World {
         let summary = self.summary(r, seed, sim_end, wall_s, interrupted, &mut samples);
         if let Some(d) = opts.out_dir {
             summary::write(&summary, &d.join("summary.json"))?;
+            write_video_csv(&summary, d)?;
         }
         Ok((summary, series))
     }
+}
+
+/// video.csv: one row per video flow's session (summary.json's `video`), when there are any.
+fn write_video_csv(summary: &Summary, dir: &Path) -> std::io::Result<()> {
+    let sessions: Vec<_> = summary.flows.iter().filter_map(|f| f.video.map(|v| (f, v))).collect();
+    if sessions.is_empty() {
+        return Ok(());
+    }
+    let mut w = BufWriter::new(std::fs::File::create(dir.join("video.csv"))?);
+    writeln!(w, "flow,aggregate,join_s,rebuffer_s,stalls,mean_bitrate_bps,mean_rung,segments,of_segments")?;
+    for (f, v) in sessions {
+        let join = v.join_s.map_or(String::new(), |j| format!("{j:.3}"));
+        writeln!(
+            w,
+            "{},{},{join},{:.3},{},{:.0},{:.3},{},{}",
+            f.id, f.aggregate, v.rebuffer_s, v.stalls, v.mean_bitrate_bps, v.mean_rung, v.segments, v.of_segments
+        )?;
+    }
+    w.flush()
 }
