@@ -464,6 +464,10 @@ impl TcpSender {
         }
         self.highest_delivered = self.highest_delivered.max(seq);
         rs.acked_sacked += 1;
+        if !s.ever_retrans {
+            let rtt = now - s.xmit_ns;
+            rs.latest_rtt_ns = Some(rs.latest_rtt_ns.map_or(rtt, |r| r.min(rtt)));
+        }
     }
 
     fn on_ack(&mut self, ctx: &mut Ctx, ack: u32, sack: Sacks, tsecr_ms: u32) {
