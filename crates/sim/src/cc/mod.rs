@@ -123,6 +123,13 @@ impl Cc {
         }
     }
 
+    /// The user-space transports (genericCC for Copa, PCC-Uspace for Vivace) run their own
+    /// receiver, which acknowledges every packet at once: their RTT samples carry no delayed or
+    /// compressed ACK's wait, which Vivace's RTT gradient would read as queueing.
+    pub fn acks_each_packet(&self) -> bool {
+        matches!(self, Cc::Copa(_) | Cc::Vivace(_))
+    }
+
     /// Restart after idle (`CA_EVENT_TX_START`).
     pub fn on_tx_start(&mut self, now_ns: u64, idle_since_ns: u64) {
         if let Cc::Cubic(x) = self {

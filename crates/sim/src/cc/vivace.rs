@@ -2,7 +2,7 @@
 //! the flow sends at a rate, in monitor intervals (MIs) of max(srtt, 20 packets at the rate),
 //! and scores each MI once every packet it sent is delivered or lost with the utility
 //! u = x^0.9 − 900·x·dRTT/dT − 11.35·x·L (x the MI's sending rate in Mbit/s, dRTT/dT the
-//! least-squares slope of its RTT samples, set to 0 below |0.01| as noise, L its loss rate).
+//! trend of its RTT samples as PCC-Uspace estimates it, L its loss rate).
 //! Starting: the rate doubles every MI until an MI scores below the one before, then falls
 //! back to that one's rate. Probing: two pairs of MIs at r(1 + ε) and r(1 − ε), ε = 0.05, in a
 //! seeded random order; if both pairs' gradients agree, Moving: the rate changes by
@@ -20,7 +20,7 @@ use std::collections::VecDeque;
 const EXPONENT: f64 = 0.9;
 const RTT_COEFFICIENT: f64 = 900.0;
 const LOSS_COEFFICIENT: f64 = 11.35;
-const RTT_GRADIENT_FILTER: f64 = 0.01;
+const RTT_GRADIENT_FILTER: f64 = 0.02;
 const PROBE_STEP: f64 = 0.05;
 /// θ0: Mbit/s of rate change per unit of utility gradient (utility per Mbit/s).
 const STEP_FACTOR: f64 = 1.0;
@@ -65,22 +65,36 @@ struct Mi {
     sent_hi: Option<u64>,
     /// Losses counted when the resolution reached `sent_lo`.
     lost_lo: Option<u64>,
-    /// Least-squares sums of (t, RTT) in seconds: n, Σt, Σr, Σt², Σtr.
-    fit: [f64; 5],
+    /// (ACK time, RTT) of the samples that came back while its packets were being resolved.
+    rtts: Vec<(u64, u64)>,
 }
 
 impl Mi {
+    /// PCC-Uspace's dRTT/dT: of three estimates from the MI's samples (the least-squares slope,
+    /// the mean RTT of the second half over the first's per unit of sending time, and how much
+    /// longer the ACKs took to arrive than the packets to leave) the one nearest 0, and 0 below
+    /// |0.02|, so that timing noise reads as no trend.
     fn rtt_gradient(&self) -> f64 {
-        let [n, st, sr, stt, str] = self.fit;
-        let den = n * stt - st * st;
-        if n < 2.0 || den <= 0.0 {
+        let n = self.rtts.len();
+        let send_s = self.end_ns.saturating_sub(self.start_ns) as f64 * 1e-9;
+        if n < 2 || send_s <= 0.0 {
             return 0.0;
         }
-        let slope = (n * str - st * sr) / den;
-        if slope.abs() < RTT_GRADIENT_FILTER {
+        let s = |(t, r): (u64, u64)| (t as f64 * 1e-9, r as f64 * 1e-9);
+        let nf = n as f64;
+        let (st, sr, stt, str) = self.rtts.iter().map(|&x| s(x)).fold((0.0, 0.0, 0.0, 0.0), |(a, b, c, d), (t, r)| (a + t, b + r, c + t * t, d + t * r));
+        let den = nf * stt - st * st;
+        let slope = if den > 0.0 { (nf * str - st * sr) / den } else { 0.0 };
+        let half = n / 2;
+        let sum = |xs: &[(u64, u64)]| xs.iter().map(|&x| s(x).1).sum::<f64>();
+        let halves = 2.0 * (sum(&self.rtts[half..2 * half]) - sum(&self.rtts[..half])) / (half as f64 * send_s);
+        let recv_s = s(self.rtts[n - 1]).0 - s(self.rtts[0]).0;
+        let recv = if recv_s > 0.0 { 1.0 - send_s / recv_s } else { 0.0 };
+        let g = [slope, halves, recv].into_iter().min_by(|a, b| a.abs().total_cmp(&b.abs())).unwrap_or(0.0);
+        if g.abs() < RTT_GRADIENT_FILTER {
             0.0
         } else {
-            slope
+            g
         }
     }
 }
@@ -142,7 +156,7 @@ impl Vivace {
         let sent_lo = c.delivered + c.lost + c.in_flight as u64;
         let epoch = self.epoch;
         let end_ns = start + (duration_s * 1e9) as u64;
-        self.mis.push_back(Mi { role, epoch, rate, start_ns: start, end_ns, sent_lo, sent_hi: None, lost_lo: None, fit: [0.0; 5] });
+        self.mis.push_back(Mi { role, epoch, rate, start_ns: start, end_ns, sent_lo, sent_hi: None, lost_lo: None, rtts: Vec::new() });
     }
 
     /// The role and rate of the next MI.
@@ -173,11 +187,7 @@ impl Vivace {
             }
             let lost_lo = *mi.lost_lo.get_or_insert(c.lost);
             if let (Some(rtt), false) = (rs.latest_rtt_ns, sample_used) {
-                let t = c.now_ns.saturating_sub(mi.start_ns) as f64 * 1e-9;
-                let r = rtt as f64 * 1e-9;
-                for (s, v) in mi.fit.iter_mut().zip([1.0, t, r, t * t, t * r]) {
-                    *s += v;
-                }
+                mi.rtts.push((c.now_ns, rtt));
                 sample_used = true;
             }
             match mi.sent_hi {

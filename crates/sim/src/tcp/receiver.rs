@@ -56,6 +56,8 @@ pub struct TcpReceiver {
     /// from the handshake's RTT sample, RTT + max(2·RTT, rto_min) (`tcp_rtt_estimator`'s first
     /// sample); TCP_TIMEOUT_INIT before it.
     rto_ns: u64,
+    /// The sender's packets ask for an ACK each (`Pkt::ack_each`).
+    ack_each: bool,
     wake: Wakeup,
     /// Payload bytes delivered in order to the application.
     pub delivered_bytes: u64,
@@ -110,6 +112,7 @@ impl TcpReceiver {
             comp_delay_ns: COMP_SACK_DELAY_NS,
             synack_sent_ns: None,
             rto_ns: RTO_INIT_NS,
+            ack_each: false,
             wake: Wakeup::default(),
             delivered_bytes: 0,
             window_bytes: 0,
@@ -139,6 +142,7 @@ impl TcpReceiver {
             if p.seq <= self.rcv_wup && p.ts_ms >= self.ts_recent {
                 self.ts_recent = p.ts_ms;
             }
+            self.ack_each = p.ack_each;
             self.on_data(ctx, p.seq, p.len - HEADER);
         }
     }
@@ -234,7 +238,7 @@ impl TcpReceiver {
         // More than one full segment unacknowledged (`rcv_nxt - rcv_wup > rcv_mss`), and the
         // window kept (or nothing left to read: `rcv_nxt - copied_seq < sk_rcvlowat`).
         let full = self.unacked >= 2 && (self.unread == 0 || self.window.ack_keeps_window(self.held()));
-        if full || self.quickacks > 0 || ack_now {
+        if full || self.quickacks > 0 || ack_now || self.ack_each {
             self.send_ack(ctx);
             return;
         }
