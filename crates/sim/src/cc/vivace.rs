@@ -31,7 +31,7 @@ const MIN_RATE_MBPS: f64 = 0.5;
 const PROBES: usize = 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
+enum Phase {
     Starting,
     Probing,
     Moving,
@@ -101,7 +101,7 @@ impl Mi {
 
 pub struct Vivace {
     rng: ChaCha8Rng,
-    pub phase: Phase,
+    phase: Phase,
     /// The rate decisions are made about (Mbit/s of payload).
     rate: f64,
     epoch: u32,
