@@ -69,33 +69,33 @@ struct Mi {
     rtts: Vec<(u64, u64)>,
 }
 
-impl Mi {
-    /// PCC-Uspace's dRTT/dT: of three estimates from the MI's samples (the least-squares slope,
-    /// the mean RTT of the second half over the first's per unit of sending time, and how much
-    /// longer the ACKs took to arrive than the packets to leave) the one nearest 0, and 0 below
-    /// |0.02|, so that timing noise reads as no trend.
-    fn rtt_gradient(&self) -> f64 {
-        let n = self.rtts.len();
-        let send_s = self.end_ns.saturating_sub(self.start_ns) as f64 * 1e-9;
-        if n < 2 || send_s <= 0.0 {
-            return 0.0;
-        }
-        let s = |(t, r): (u64, u64)| (t as f64 * 1e-9, r as f64 * 1e-9);
-        let nf = n as f64;
-        let (st, sr, stt, str) = self.rtts.iter().map(|&x| s(x)).fold((0.0, 0.0, 0.0, 0.0), |(a, b, c, d), (t, r)| (a + t, b + r, c + t * t, d + t * r));
-        let den = nf * stt - st * st;
-        let slope = if den > 0.0 { (nf * str - st * sr) / den } else { 0.0 };
-        let half = n / 2;
-        let sum = |xs: &[(u64, u64)]| xs.iter().map(|&x| s(x).1).sum::<f64>();
-        let halves = 2.0 * (sum(&self.rtts[half..2 * half]) - sum(&self.rtts[..half])) / (half as f64 * send_s);
-        let recv_s = s(self.rtts[n - 1]).0 - s(self.rtts[0]).0;
-        let recv = if recv_s > 0.0 { 1.0 - send_s / recv_s } else { 0.0 };
-        let g = [slope, halves, recv].into_iter().min_by(|a, b| a.abs().total_cmp(&b.abs())).unwrap_or(0.0);
-        if g.abs() < RTT_GRADIENT_FILTER {
-            0.0
-        } else {
-            g
-        }
+/// PCC-Uspace's dRTT/dT over one MI's (ACK time, RTT) samples: of three estimates (the
+/// least-squares slope of RTT over send time, the second half's mean RTT over the first's per unit
+/// of sending time, and how much longer the ACKs took to come back than the packets to leave) the
+/// one nearest 0, taken as 0 below |0.02|, so that timing noise reads as no trend. Send times are
+/// the ACK times less the RTTs, as the samples are those of each ACK's latest-sent segment.
+fn rtt_trend(rtts: &[(u64, u64)]) -> f64 {
+    let n = rtts.len();
+    let secs = |(t, r): (u64, u64)| ((t - r) as f64 * 1e-9, r as f64 * 1e-9, t as f64 * 1e-9);
+    let (Some(&first), Some(&last)) = (rtts.first(), rtts.last()) else { return 0.0 };
+    let ((sent0, _, acked0), (sent1, _, acked1)) = (secs(first), secs(last));
+    let (send_s, recv_s) = (sent1 - sent0, acked1 - acked0);
+    if n < 2 || send_s <= 0.0 || recv_s <= 0.0 {
+        return 0.0;
+    }
+    let nf = n as f64;
+    let (sx, sy, sxx, sxy) = rtts.iter().map(|&x| secs(x)).fold((0.0, 0.0, 0.0, 0.0), |(a, b, c, d), (x, y, _)| (a + x, b + y, c + x * x, d + x * y));
+    let den = nf * sxx - sx * sx;
+    let slope = if den > 0.0 { (nf * sxy - sx * sy) / den } else { 0.0 };
+    let half = n / 2;
+    let sum = |xs: &[(u64, u64)]| xs.iter().map(|&x| secs(x).1).sum::<f64>();
+    let halves = 2.0 * (sum(&rtts[half..2 * half]) - sum(&rtts[..half])) / (half as f64 * send_s);
+    let recv = 1.0 - send_s / recv_s;
+    let g = [slope, halves, recv].into_iter().min_by(|a, b| a.abs().total_cmp(&b.abs())).unwrap_or(0.0);
+    if g.abs() < RTT_GRADIENT_FILTER {
+        0.0
+    } else {
+        g
     }
 }
 
@@ -303,5 +303,48 @@ fn utility(mi: &Mi, sent_hi: u64, lost: u64, mss: f64) -> Option<f64> {
     let duration_s = mi.end_ns.saturating_sub(mi.start_ns).max(1) as f64 * 1e-9;
     let x = sent as f64 * mss * 8.0 / duration_s * 1e-6;
     let loss = (lost as f64 / sent as f64).min(1.0);
-    Some(x.powf(EXPONENT) - RTT_COEFFICIENT * x * mi.rtt_gradient() - LOSS_COEFFICIENT * x * loss)
+    Some(x.powf(EXPONENT) - RTT_COEFFICIENT * x * rtt_trend(&mi.rtts) - LOSS_COEFFICIENT * x * loss)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    /// `n` ACKs 1 ms apart whose RTT is 10 ms plus `rtt_ms(i)`.
+    fn samples(n: u64, rtt_ms: impl Fn(u64) -> f64) -> Vec<(u64, u64)> {
+        (0..n).map(|i| (1_000 * MS + i * MS, 10 * MS + (rtt_ms(i) * 1e6) as u64)).collect()
+    }
+
+    #[test]
+    fn a_growing_queue_is_a_trend_and_timing_noise_is_not() {
+        // RTT growing 0.05 ms per ms of sending: a queue filling at 5 % above the rate.
+        let g = rtt_trend(&samples(20, |i| 0.05 / 1.05 * i as f64));
+        assert!((g - 0.05).abs() < 0.01, "trend {g}");
+        // ±0.1 ms alternating, a jitter's worth: no trend.
+        assert_eq!(rtt_trend(&samples(20, |i| if i % 3 == 0 { 0.1 } else { 0.0 })), 0.0);
+        assert_eq!(rtt_trend(&samples(1, |_| 0.0)), 0.0);
+    }
+
+    #[test]
+    fn the_utility_is_vivaces_and_the_step_is_bounded() {
+        // 100 segments in 0.1 s (11.584 Mbit/s), 5 lost, no RTT trend: u = x^0.9 − 11.35·x·0.05.
+        let mi = Mi { role: Role::Moving, epoch: 0, rate: 11.0, start_ns: 0, end_ns: 100 * MS, sent_lo: 0, sent_hi: Some(100), lost_lo: Some(0), rtts: samples(50, |_| 0.0) };
+        let x: f64 = 100.0 * 1448.0 * 8.0 / 0.1 / 1e6;
+        let want = x.powf(0.9) - 11.35 * x * 0.05;
+        assert!((utility(&mi, 100, 5, 1448.0).unwrap() - want).abs() < 1e-9);
+        // A large gradient is clipped to ω·r, ω = 0.05, 0.15, 0.25 for consecutive clipped steps;
+        // a step within the bound resets ω.
+        let mut v = Vivace::new(1);
+        v.rate = 10.0;
+        let mut rates = Vec::new();
+        for gradient in [100.0, 100.0, 100.0, 0.01] {
+            v.step(gradient);
+            rates.push((v.rate * 1e6).round() / 1e6);
+        }
+        assert_eq!(rates[..3], [10.5, 12.075, 15.09375]);
+        assert!((rates[3] - (15.09375 + 4.0 * 0.01)).abs() < 1e-6, "{rates:?}");
+        assert_eq!(v.clipped_steps, 0);
+    }
 }
