@@ -1,7 +1,8 @@
 //! Congestion control behind one small interface, shaped like Linux's `tcp_congestion_ops`
 //! (net/ipv4/tcp_cong.c): `ssthresh` on loss, `cong_avoid` per ACK outside recovery,
 //! `pkts_acked` with an RTT sample, `set_state`, and `cong_control` for algorithms that own
-//! cwnd and pacing (BBR, and the user-space Copa and PCC Vivace, which ignore loss here). The sender (tcp/sender.rs) does loss recovery and PRR itself, as Linux does.
+//! cwnd and pacing (BBR, and the user-space Copa and PCC Vivace, which ignore loss). The sender
+//! (tcp/sender.rs) does loss recovery and PRR itself, as Linux does.
 
 pub mod bbr;
 pub mod conn;

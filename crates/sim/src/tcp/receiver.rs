@@ -14,7 +14,8 @@ use std::collections::VecDeque;
 /// quick-ack mode (the first 16 ACKs, 16 more after in-order data resumes from a gap longer than
 /// the receiver's RTO or after a duplicate segment, and one while the window grows) or when a
 /// hole closes; otherwise delayed (40 ms, Linux's minimum ATO) while nothing waits out of order,
-/// and compressed while something does.
+/// and compressed while something does. Segments marked `ack_each` (the user-space transports of
+/// Copa and PCC Vivace) are each acknowledged at once.
 pub struct TcpReceiver {
     pub id: ComponentId,
     pub flow: u32,
@@ -487,6 +488,19 @@ mod tests {
         assert!(!arrive(&mut rx, ctx, 16 * MS, 16), "delayed: one full segment");
         assert!(arrive(&mut rx, ctx, 17 * MS, 17), "every second full segment");
         rx
+    }
+
+    #[test]
+    fn a_user_space_transport_gets_an_ack_per_packet_in_order_or_not() {
+        // Past start-up, Linux's policy would hold a lone segment and compress dupacks; genericCC's
+        // and PCC-Uspace's receivers answer every packet as it arrives.
+        let mut ctx = Ctx::default();
+        let mut rx = past_quickacks(&mut ctx);
+        rx.ack_each = true;
+        let t = 20 * MS;
+        for (i, seq) in [18, 20, 21, 22, 23, 24, 19].into_iter().enumerate() {
+            assert_eq!(acks_on(&mut rx, &mut ctx, t + i as u64 * 100_000, seq).len(), 1, "segment {seq}");
+        }
     }
 
     #[test]
