@@ -376,6 +376,7 @@ fn bad_scenarios_are_named() {
     // What only the simulator can run is refused before any namespace is built, naming the field.
     let cannot = [
         ("[[aggregates.flows]]\ncc = \"vegas\"\nrtt = \"10ms\"\n", "aggregates[0].flows[0].cc"),
+        ("[[aggregates.flows]]\ncc = \"copa\"\nrtt = \"10ms\"\n", "aggregates[0].flows[0].cc"),
         ("[[aggregates.flows]]\nrtt = \"10ms\"\napp = { kind = \"lognormal\", rate = \"1mbit\" }\n", "aggregates[0].flows[0].app.kind"),
         ("[[aggregates.flows]]\nrtt = \"10ms\"\nstop = \"2s\"\n", "aggregates[0].flows[0].stop"),
         ("[[aggregates.flows]]\nrtt = \"10ms\"\nreceiver_wakeup = \"0us\"\n", "aggregates[0].flows[0].receiver_wakeup"),

@@ -94,6 +94,9 @@ pub struct Pkt {
     pub enq_ns: u64,
     /// TCP timestamps (RFC 7323, Linux's millisecond clock): a segment's TSval, an ACK's TSecr.
     pub ts_ms: u32,
+    /// A data segment of a user-space transport (Copa's genericCC, PCC Vivace's PCC-Uspace),
+    /// whose receiver acknowledges every packet at once instead of as Linux does.
+    pub ack_each: bool,
 }
 
 // Every hop copies a packet and the pool's cache footprint sets the 1000-flow scenario's speed.

@@ -70,8 +70,12 @@ pub fn plan(resolved: Resolved, file: &str) -> Result<Plan, ScenarioError> {
     for (ai, a) in sc.aggregates.iter().enumerate() {
         for (fi, f) in a.flows.iter().enumerate() {
             let field = |k: &str| format!("aggregates[{ai}].flows[{fi}].{k}");
-            if f.cc.as_slice().iter().any(|cc| !matches!(cc, CcKind::Cubic | CcKind::Reno | CcKind::Bbr)) {
-                return Err(err(field("cc"), "the testbed runs Linux's cubic, reno and bbr"));
+            if let Some(cc) = f.cc.as_slice().iter().find(|cc| !matches!(cc, CcKind::Cubic | CcKind::Reno | CcKind::Bbr)) {
+                let why = match cc {
+                    CcKind::Copa | CcKind::Vivace => "a user-space algorithm that only the simulator models",
+                    _ => "not one the testbed runs",
+                };
+                return Err(err(field("cc"), &format!("'{}' is {why}: the testbed runs Linux's cubic, reno and bbr", cc.as_str())));
             }
             for &r in f.rtt.as_slice() {
                 if !rtts.contains(&r) {
@@ -211,6 +215,17 @@ pub(super) mod tests {
         let Err(e) = super::plan(resolve(flows), "t.toml") else { panic!("a video app was accepted") };
         let e = e.to_string();
         assert!(e.contains("flows[1].app.kind") && e.contains("no video player"), "{e}");
+    }
+
+    /// Copa and PCC Vivace exist only in the simulator: the testbed refuses them by field.
+    #[test]
+    fn user_space_ccs_are_refused_by_name() {
+        for cc in ["copa", "vivace"] {
+            let flows = format!(r#"{{ cc = "cubic", rtt = "10ms" }}, {{ cc = "{cc}", rtt = "10ms" }}"#);
+            let Err(e) = super::plan(resolve(&flows), "t.toml") else { panic!("{cc} accepted") };
+            let e = e.to_string();
+            assert!(e.contains("aggregates[0].flows[1].cc") && e.contains(cc) && e.contains("only the simulator"), "{e}");
+        }
     }
 
     /// The testbed's own scenarios are ones it can run.

@@ -74,6 +74,11 @@ pub struct RateSample {
     pub losses: u32,
     pub is_app_limited: bool,
     pub rtt_ns: Option<u64>,
+    /// The RTT of the latest-sent segment this ACK delivered (never retransmitted): what a
+    /// sender whose receiver acknowledges every packet measures, as the user-space Copa and
+    /// PCC Vivace do; `rtt_ns`, Linux's sample, times the oldest and so includes the wait of a
+    /// delayed ACK for its second segment.
+    pub latest_rtt_ns: Option<u64>,
 }
 
 /// `tcp_slow_start`: grow by the segments acked, up to ssthresh; returns the leftover.

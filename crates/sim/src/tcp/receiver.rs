@@ -14,7 +14,8 @@ use std::collections::VecDeque;
 /// quick-ack mode (the first 16 ACKs, 16 more after in-order data resumes from a gap longer than
 /// the receiver's RTO or after a duplicate segment, and one while the window grows) or when a
 /// hole closes; otherwise delayed (40 ms, Linux's minimum ATO) while nothing waits out of order,
-/// and compressed while something does.
+/// and compressed while something does. Segments marked `ack_each` (the user-space transports of
+/// Copa and PCC Vivace) are each acknowledged at once.
 pub struct TcpReceiver {
     pub id: ComponentId,
     pub flow: u32,
@@ -56,6 +57,8 @@ pub struct TcpReceiver {
     /// from the handshake's RTT sample, RTT + max(2·RTT, rto_min) (`tcp_rtt_estimator`'s first
     /// sample); TCP_TIMEOUT_INIT before it.
     rto_ns: u64,
+    /// The sender's packets ask for an ACK each (`Pkt::ack_each`).
+    ack_each: bool,
     wake: Wakeup,
     /// Payload bytes delivered in order to the application.
     pub delivered_bytes: u64,
@@ -110,6 +113,7 @@ impl TcpReceiver {
             comp_delay_ns: COMP_SACK_DELAY_NS,
             synack_sent_ns: None,
             rto_ns: RTO_INIT_NS,
+            ack_each: false,
             wake: Wakeup::default(),
             delivered_bytes: 0,
             window_bytes: 0,
@@ -139,6 +143,7 @@ impl TcpReceiver {
             if p.seq <= self.rcv_wup && p.ts_ms >= self.ts_recent {
                 self.ts_recent = p.ts_ms;
             }
+            self.ack_each = p.ack_each;
             self.on_data(ctx, p.seq, p.len - HEADER);
         }
     }
@@ -234,7 +239,7 @@ impl TcpReceiver {
         // More than one full segment unacknowledged (`rcv_nxt - rcv_wup > rcv_mss`), and the
         // window kept (or nothing left to read: `rcv_nxt - copied_seq < sk_rcvlowat`).
         let full = self.unacked >= 2 && (self.unread == 0 || self.window.ack_keeps_window(self.held()));
-        if full || self.quickacks > 0 || ack_now {
+        if full || self.quickacks > 0 || ack_now || self.ack_each {
             self.send_ack(ctx);
             return;
         }
@@ -483,6 +488,19 @@ mod tests {
         assert!(!arrive(&mut rx, ctx, 16 * MS, 16), "delayed: one full segment");
         assert!(arrive(&mut rx, ctx, 17 * MS, 17), "every second full segment");
         rx
+    }
+
+    #[test]
+    fn a_user_space_transport_gets_an_ack_per_packet_in_order_or_not() {
+        // Past start-up, Linux's policy would hold a lone segment and compress dupacks; genericCC's
+        // and PCC-Uspace's receivers answer every packet as it arrives.
+        let mut ctx = Ctx::default();
+        let mut rx = past_quickacks(&mut ctx);
+        rx.ack_each = true;
+        let t = 20 * MS;
+        for (i, seq) in [18, 20, 21, 22, 23, 24, 19].into_iter().enumerate() {
+            assert_eq!(acks_on(&mut rx, &mut ctx, t + i as u64 * 100_000, seq).len(), 1, "segment {seq}");
+        }
     }
 
     #[test]

@@ -464,6 +464,10 @@ impl TcpSender {
         }
         self.highest_delivered = self.highest_delivered.max(seq);
         rs.acked_sacked += 1;
+        if !s.ever_retrans {
+            let rtt = now - s.xmit_ns;
+            rs.latest_rtt_ns = Some(rs.latest_rtt_ns.map_or(rtt, |r| r.min(rtt)));
+        }
     }
 
     fn on_ack(&mut self, ctx: &mut Ctx, ack: u32, sack: Sacks, tsecr_ms: u32) {
@@ -853,7 +857,8 @@ impl TcpSender {
         if self.rto_deadline.is_none() {
             self.rto_deadline = Some(self.backed_off_rto(now));
         }
-        ctx.send(Pkt { flow: self.flow, kind: Kind::Data, seq, len, ts_ms: ts_clock_ms(now), ..Pkt::default() });
+        let ack_each = self.cc.acks_each_packet();
+        ctx.send(Pkt { flow: self.flow, kind: Kind::Data, seq, len, ts_ms: ts_clock_ms(now), ack_each, ..Pkt::default() });
     }
 
     /// tcp_schedule_loss_probe (Linux 6.x): only in Open state, with an RTT estimate, one probe
@@ -1423,6 +1428,50 @@ mod tests {
         let kinds: Vec<_> = std::mem::take(&mut ctx.out).into_iter().map(|i| ctx.pool.get(i).kind).collect();
         assert_eq!(kinds, [Kind::HandshakeAck, Kind::Data], "the handshake's ACK, then one segment");
         assert_eq!((tx.srtt_ns, tx.conn.min_rtt_ns, tx.rto_ns, tx.backoff), (40_000_000, 40_000_000, 240_000_000, 0));
+    }
+
+    /// Fraction of Copa's ACKs after 2 s whose estimated queueing delay is below 0.1 ms, and
+    /// the fraction of its transmissions dropped, over a 10 ms path whose link runs at
+    /// `link_bps`, behind a 10 Mbit/s, 50 KB token bucket if `policed`.
+    fn copa_queue_estimate(link_bps: f64, policed: bool) -> (f64, f64) {
+        let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Copa, 1), App::Backlogged);
+        let mut rx = TcpReceiver::new(RECEIVER, 0, None);
+        let (rate, bucket) = (10e6 / 8e9, 50_000.0);
+        let (mut tokens, mut last) = (bucket, 0u64);
+        let (mut acks, mut low, mut sent, mut dropped) = (0u32, 0u32, 0u32, 0u32);
+        run_path(&mut tx, &mut rx, link_bps, 10_000_000, 6_000_000_000, |tx, event| match event {
+            Event::Send(p) => {
+                let now = tx.last_send_ns;
+                tokens = (tokens + (now - last) as f64 * rate).min(bucket);
+                last = now;
+                let pass = !policed || tokens >= p.len as f64;
+                if pass && policed {
+                    tokens -= p.len as f64;
+                }
+                sent += 1;
+                dropped += u32::from(!pass);
+                pass
+            }
+            Event::Ack if tx.conn.now_ns > 2_000_000_000 => {
+                let Cc::Copa(copa) = &tx.cc else { unreachable!() };
+                acks += 1;
+                low += u32::from(copa.queue_delay_ns() < 100_000);
+                true
+            }
+            _ => true,
+        });
+        (low as f64 / acks as f64, dropped as f64 / sent as f64)
+    }
+
+    #[test]
+    fn copa_sees_no_queue_behind_a_policer_and_a_standing_one_on_a_link() {
+        // 001 §III-B2: behind a policer Copa's estimated queueing delay is below 0.1 ms most of
+        // the time and it sends far above the rate; on a 10 Mbit/s link it keeps about 1/δ = 2
+        // packets (2.4 ms) queued, so its estimate is rarely that small.
+        let (policed_low, policed_drops) = copa_queue_estimate(1e9, true);
+        assert!(policed_low > 0.9 && policed_drops > 0.5, "behind the policer: {policed_low} of ACKs below 0.1 ms, {policed_drops} dropped");
+        let (link_low, link_drops) = copa_queue_estimate(10e6, false);
+        assert!(link_low < 0.3 && link_drops == 0.0, "on the link: {link_low} of ACKs below 0.1 ms");
     }
 
     #[test]
