@@ -62,6 +62,9 @@ pub struct TcpReceiver {
     wake: Wakeup,
     /// Payload bytes delivered in order to the application.
     pub delivered_bytes: u64,
+    /// A video player reads this flow: the world reports each in-order arrival to it (a field
+    /// here, not in the world's flow table, which the hot path would otherwise touch per packet).
+    pub video: bool,
     pub window_bytes: u64,
     /// For a finite transfer: its segment count and the last segment's payload.
     finite: Option<(u32, u32)>,
@@ -116,6 +119,7 @@ impl TcpReceiver {
             ack_each: false,
             wake: Wakeup::default(),
             delivered_bytes: 0,
+            video: false,
             window_bytes: 0,
         }
     }

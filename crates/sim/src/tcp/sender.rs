@@ -64,6 +64,9 @@ pub struct TcpSender {
     pub flow: u32,
     pub cc: Cc,
     pub app: App,
+    /// The congestion control's receiver ACKs every packet (Copa, Vivace): asked once, since
+    /// every segment carries it.
+    ack_each: bool,
     conn: Conn,
     segs: VecDeque<Seg>,
     sacked_out: u32,
@@ -114,6 +117,7 @@ impl TcpSender {
         TcpSender {
             id,
             flow,
+            ack_each: cc.acks_each_packet(),
             cc,
             app,
             conn: Conn::new(INIT_CWND, MSS),
@@ -857,8 +861,7 @@ impl TcpSender {
         if self.rto_deadline.is_none() {
             self.rto_deadline = Some(self.backed_off_rto(now));
         }
-        let ack_each = self.cc.acks_each_packet();
-        ctx.send(Pkt { flow: self.flow, kind: Kind::Data, seq, len, ts_ms: ts_clock_ms(now), ack_each, ..Pkt::default() });
+        ctx.send(Pkt { flow: self.flow, kind: Kind::Data, seq, len, ts_ms: ts_clock_ms(now), ack_each: self.ack_each, ..Pkt::default() });
     }
 
     /// tcp_schedule_loss_probe (Linux 6.x): only in Open state, with an RTT estimate, one probe

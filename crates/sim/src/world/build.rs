@@ -100,6 +100,7 @@ impl World {
                     let mut rx = TcpReceiver::new(receiver, fid, finite);
                     rx.set_kernel_hz(f.kernel_hz);
                     rx.set_read_wakeup(f.receiver_wakeup.0);
+                    rx.video = matches!(f.app, AppConfig::Video { .. });
                     comps.push(Comp::Sender(Box::new(tx)));
                     comps.push(Comp::Receiver(Box::new(rx)));
                 }
@@ -128,7 +129,6 @@ impl World {
                     receiver,
                     continuous: matches!(f.app, AppConfig::Backlogged | AppConfig::Finite { .. }),
                     finite: f.app.is_finite(),
-                    video: matches!(f.app, AppConfig::Video { .. }),
                     stop_ns: stop_ns.unwrap_or(u64::MAX),
                 });
             }

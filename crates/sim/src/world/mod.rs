@@ -42,8 +42,6 @@ struct FlowMeta {
     receiver: ComponentId,
     continuous: bool,
     finite: bool,
-    /// A video player sits at the receiver: every in-order arrival is reported to it.
-    video: bool,
     /// When the application stops offering data (u64::MAX: never).
     stop_ns: u64,
 }

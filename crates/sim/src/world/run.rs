@@ -60,10 +60,9 @@ impl World {
                         self.wire_window[p.flow as usize] += (p.len - HEADER) as u64;
                     }
                     r.on_packet(ctx, &p);
-                    let meta = &self.flows[p.flow as usize];
-                    if p.kind == Kind::Data && meta.video {
+                    if p.kind == Kind::Data && r.video {
                         let delivered = r.delivered_bytes;
-                        if let Comp::Sender(s) = &mut self.comps[meta.sender as usize] {
+                        if let Comp::Sender(s) = &mut self.comps[self.flows[p.flow as usize].sender as usize] {
                             let request = s.app.player_mut().and_then(|pl| pl.on_delivered(ctx.ev.now(), delivered));
                             // The sender's wake-up (named for its first use, the SYN): it polls the
                             // app, which hands the requested segment to TCP.
