@@ -195,15 +195,23 @@ impl FlowBcPqp {
                 self.windows.pop_front();
                 continue;
             }
-            self.core.advance(Instant(end), &mut |d: &mut FlowBurst| {
-                d.magic_nb = 0;
-                end >= d.window_end
-            });
+            self.serve_until(Instant(end));
             let t = self.core.last().0;
             self.close_front_window(t);
             closed += 1;
         }
         self.next_end = self.windows.front().map_or(u64::MAX, |&(end, _)| end);
+    }
+
+    /// The phantom service up to `t`. A drained queue outlives its flow's silence only while its
+    /// window runs (service is handed out only when `t` is past the last arrival, so `t` is the
+    /// time here).
+    #[inline(always)]
+    fn serve_until(&mut self, t: Instant) {
+        self.core.advance(t, &mut |d: &mut FlowBurst| {
+            d.magic_nb = 0;
+            t.0 >= d.window_end
+        });
     }
 
     /// The window FIFO's first entry, due at `t`: closes it if it holds magic, reclaims a
@@ -280,15 +288,10 @@ impl Policer for FlowBcPqp {
     // 16 of ~180 instructions per packet; the rare paths stay out of line.
     #[inline]
     fn on_arrival(&mut self, now: Instant, pkt: &Packet) -> Verdict {
-        // A drained queue outlives its flow's silence only while its window runs (service is
-        // handed out only when `now` is past the last arrival, so `now` is the time here).
         if self.next_end <= now.0 {
             self.close_windows_at_their_ends(now.0);
         }
-        self.core.advance(now, &mut |d: &mut FlowBurst| {
-            d.magic_nb = 0;
-            now.0 >= d.window_end
-        });
+        self.serve_until(now);
         // A clock that steps back is taken as not moving.
         let t = self.core.last().0;
         self.close_due_windows(t);
