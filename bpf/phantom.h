@@ -309,15 +309,24 @@ static __always_inline void pq_serve_flat_fair(const struct pq_params *P, struct
 	}
 	if (left == 0)
 		return;
-	__u64 n = s->active_len[0];
-	__u64 unit = left / n;
-	__u64 spare = left - unit * n;
-	for (__u32 i = 0; i < PQ_CHILDREN && i < n; i++) {
-		__u32 q = QI(pq_node(P, s->slots[SI(i)])->index);
-		__u64 extra = spare > 0;
+	__u64 unit = left / PQ_LEN(s, 0);
+	__u64 spare = left - unit * PQ_LEN(s, 0);
+	/* the remainder in list order, each queue taking what it holds beyond unit (water_fill's
+	 * rule, which the deferred view pq_occupancy assumes); a queue it empties leaves the list */
+	__u32 i = P->zero;
+	for (__u32 k = 0; k < PQ_CHILDREN && i < PQ_LEN(s, 0); k++) {
+		const struct pq_node *leaf = pq_node(P, s->slots[SI(i)]);
+		__u32 q = QI(leaf->index);
+		__u64 extra = rk_min(spare, s->occupancy[q] - unit);
 		spare -= extra;
-		s->occupancy[q] -= unit + extra;
-		pq_clamp(burst, q, s->occupancy[q]);
+		if (unit + extra >= s->occupancy[q]) {
+			pq_zero_leaf(leaf, s, burst);
+			pq_remove_slot(s, 0, 0, i, 1);
+		} else {
+			s->occupancy[q] -= unit + extra;
+			pq_clamp(burst, q, s->occupancy[q]);
+			i = (i + 1) & (PQ_SLOTS - 1);
+		}
 	}
 }
 

@@ -30,9 +30,10 @@ impl PhantomQueues {
 
     /// [`Self::apply`] of deferred service `d` (below the defer limit), in closed form. No
     /// queue can empty there, so the water-filling's emptying passes find nothing and what is
-    /// left is its hand-out: ⌊d/W⌋·w_q to every active queue, and the remainder in list order
-    /// as [`Self::serve_flat_fair`] (one nano-byte each to the first d mod n queues) and
-    /// [`Self::water_fill`] (all of it to the first queue) give it. Same state, no tests.
+    /// left is its hand-out: ⌊d/W⌋·w_q to every active queue, and the remainder to the first
+    /// queue of the list, which holds more than W beyond its part (the limit's condition), so
+    /// [`Self::serve_flat_fair`] and [`Self::water_fill`] would give it all there too. Same
+    /// state, no tests.
     /// Returns the level [`Self::set_defer_limit`] needs, min ⌊L_q/w_q⌋, found on the way.
     fn hand_out_deferred(&mut self, policy: &PhantomPolicy, d: u64, on_drain: &mut impl FnMut(usize, u64)) -> Option<u64> {
         let root = *self.root();
@@ -43,30 +44,17 @@ impl PhantomQueues {
         let (unit, mut spare) = div_rem_by_reciprocal(d, root.active_weight, self.weight_reciprocal);
         let (inner, occupancy, slots) = self.parts_mut(policy);
         inner[0].backlog -= d;
-        let active = &slots[..root.active_len as usize];
-        if policy.flat_fair {
-            for &leaf in active {
-                let q = policy.queue_of_leaf(leaf);
-                let extra = (spare > 0) as u64;
-                spare -= extra;
-                debug_assert!(occupancy[q] > unit + extra, "deferred service empties no queue");
-                occupancy[q] -= unit + extra;
+        for &leaf in &slots[..root.active_len as usize] {
+            let info = &policy.nodes[leaf as usize];
+            let q = info.index as usize;
+            let give = unit * info.weight as u64 + std::mem::take(&mut spare);
+            // water_fill leaves a child it gives nothing to untouched (no on_drain).
+            if give > 0 {
+                debug_assert!(occupancy[q] > give, "deferred service empties no queue");
+                occupancy[q] -= give;
                 on_drain(q, occupancy[q]);
-                m = m.min(occupancy[q]);
             }
-        } else {
-            for &leaf in active {
-                let info = &policy.nodes[leaf as usize];
-                let q = info.index as usize;
-                let give = unit * info.weight as u64 + std::mem::take(&mut spare);
-                // water_fill leaves a child it gives nothing to untouched (no on_drain).
-                if give > 0 {
-                    debug_assert!(occupancy[q] > give, "deferred service empties no queue");
-                    occupancy[q] -= give;
-                    on_drain(q, occupancy[q]);
-                }
-                m = m.min(occupancy[q] / info.weight as u64);
-            }
+            m = m.min(occupancy[q] / info.weight as u64);
         }
         Some(m)
     }
@@ -457,19 +445,28 @@ impl PhantomQueues {
         if s == 0 {
             return None;
         }
-        let n = root.active_len as u64;
-        let unit = s / n;
-        let mut spare = s - unit * n;
+        let unit = s / root.active_len as u64;
+        let mut spare = s - unit * root.active_len as u64;
         let mut level = u64::MAX;
-        for &leaf in &slots[..n as usize] {
-            let q = policy.queue_of_leaf(leaf);
-            let extra = (spare > 0) as u64;
+        let mut i = 0;
+        while i < root.active_len as usize {
+            let q = policy.queue_of_leaf(slots[i]);
+            // Every queue left holds more than `unit` (it failed the test above). The remainder
+            // goes in list order, each queue taking what it holds beyond `unit`, as water_fill
+            // gives it: the deferred view (`occupancy`) counts all of it to the first queue.
+            let extra = spare.min(occupancy[q] - unit);
             spare -= extra;
-            // Every remaining queue holds more than `unit` (it failed the test above), so
-            // unit + 1 never exceeds its occupancy.
             occupancy[q] -= unit + extra;
             on_drain(q, occupancy[q]);
-            level = level.min(occupancy[q]);
+            if occupancy[q] == 0 {
+                // An empty queue leaves the list, or its next arrival would list it twice.
+                root.active_len -= 1;
+                root.active_weight -= 1;
+                slots[i] = slots[root.active_len as usize];
+            } else {
+                level = level.min(occupancy[q]);
+                i += 1;
+            }
         }
         Some(level)
     }

@@ -184,3 +184,24 @@ fn expected_share_follows_policy() {
     assert_eq!(s.expected_share(&p, 2, 900, &uses_300), 600);
     assert_eq!(s.expected_share(&p, 1, 900, &uses_300), 200);
 }
+
+/// Two equal queues served one nano-byte short of both: the remainder's nano-byte empties the
+/// first. It must leave the active list, or its next arrival lists it twice and it is served
+/// a double share from then on (the one-each remainder did that).
+#[test]
+fn a_queue_the_remainder_empties_leaves_the_active_list() {
+    for (spec, weights) in [("fair", None), ("weighted", Some(&[1, 1, 1][..]))] {
+        let (p, mut s) = build(spec, 3, weights);
+        s.add(&p, 0, 3, &mut |_, _| {});
+        s.add(&p, 1, 3, &mut |_, _| {});
+        s.serve(&p, 5, &mut |_, _| {});
+        assert_eq!(occ(&p, &s, 3), [0, 1, 0], "{spec}");
+        s.add(&p, 0, 7, &mut |_, _| {});
+        let mut active = Vec::new();
+        s.active_queues(&p, &mut active);
+        active.sort();
+        assert_eq!(active, [0, 1], "{spec}");
+        s.serve(&p, 6, &mut |_, _| {});
+        assert_eq!(occ(&p, &s, 3), [2, 0, 0], "{spec}: q1 drains its 1, q0 takes the other 5");
+    }
+}
