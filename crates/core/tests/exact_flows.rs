@@ -47,7 +47,7 @@ proptest! {
     /// PQP: occupancies within `tolerance` of the hashed mode's, and the same verdicts except
     /// where the hashed occupancy lies within it of the limit. Tolerance: the two place the
     /// remainder of a batch differently (< 8 nb each: virtual time carries it, the hand-out gives
-    /// it one nano-byte per queue), the service map is non-expansive, so differences add up to
+    /// it to the queues in list order), the service map is non-expansive, so differences add up to
     /// at most 16 nb per arrival.
     #[test]
     fn pqp_exact_is_hashed_pqp_when_no_flows_collide(

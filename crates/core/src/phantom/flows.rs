@@ -13,7 +13,7 @@
 //! O(log n), whatever the number of flows, instead of `PhantomQueues`' O(n) hand-out.
 //!
 //! Service that does not divide evenly among the n non-empty queues (< n nano-bytes) is carried
-//! to the next arrival, not placed one nano-byte per queue in list order as `PhantomQueues` does:
+//! to the next arrival, not placed in list order as `PhantomQueues` places it:
 //! occupancies differ from the hashed mode's by less than a byte (`pqp_flows.rs` tests it).
 
 use super::flow_index::{FlowIndex, Probe};
