@@ -289,20 +289,29 @@ fn bcpqp_long_catch_up_matches_core() {
 #[ignore = "needs root: BPF_PROG_TEST_RUN of the tc-BPF programs; scripts/test.sh runs it with --include-ignored as root"]
 fn flat_fair_water_level_equality_matches_core() {
     require_root();
-    let (src, dst): (IpAddr, IpAddr) = ("10.8.0.1".parse().unwrap(), "10.9.0.1".parse().unwrap());
-    let at = |t: u64, class: u8, len: u16| Arrival { t, frame: build_frame(src, dst, 1000, 5201, IPPROTO_UDP, class, len) };
     let arrivals = [
-        at(1000, 0, 1500),
-        at(1000, 1, 1500),
-        at(1000, 1, 1500),
-        at(3_001_000, 0, 1500),
-        at(3_001_000, 0, 1500),
-        at(4_501_000, 0, 600),
-        at(4_501_000, 0, 1500), // full either way
-        at(4_501_000, 0, 1500),
+        (1000, 0, 1500),
+        (1000, 1, 1500),
+        (1000, 1, 1500),
+        (3_001_000, 0, 1500),
+        (3_001_000, 0, 1500),
+        (4_501_000, 0, 600),
+        (4_501_000, 0, 1500), // full either way
+        (4_501_000, 0, 1500),
     ];
+    two_class_queues_drop_the_last_two("8mbit", &arrivals);
+}
+
+/// PQP and BC-PQP, fair between two 3000-byte queues by class, on arrivals (t, class, length):
+/// the BPF programs agree with the core, and the last two arrivals are the only drops.
+fn two_class_queues_drop_the_last_two(rate: &str, arrivals: &[(u64, u8, u16)]) {
+    let (src, dst): (IpAddr, IpAddr) = ("10.8.0.1".parse().unwrap(), "10.9.0.1".parse().unwrap());
+    let arrivals: Vec<Arrival> = arrivals
+        .iter()
+        .map(|&(t, class, len)| Arrival { t, frame: build_frame(src, dst, 1000, 5201, IPPROTO_UDP, class, len) })
+        .collect();
     for kind in ["pqp", "bcpqp"] {
-        let (bpf, _) = check(&format!("kind = \"{kind}\"\nrate = \"8mbit\"\nqueue_size = 3000\nqueues = 2\nclassify = \"class\""), &arrivals);
+        let (bpf, _) = check(&format!("kind = \"{kind}\"\nrate = \"{rate}\"\nqueue_size = 3000\nqueues = 2\nclassify = \"class\""), &arrivals);
         assert_eq!(bpf.stats().unwrap()[0].1.dropped_packets, 2, "{kind}: the last two packets are the drops");
     }
 }
@@ -317,22 +326,16 @@ fn flat_fair_water_level_equality_matches_core() {
 #[ignore = "needs root: BPF_PROG_TEST_RUN of the tc-BPF programs; scripts/test.sh runs it with --include-ignored as root"]
 fn flat_fair_remainder_that_empties_a_queue_matches_core() {
     require_root();
-    let (src, dst): (IpAddr, IpAddr) = ("10.8.0.1".parse().unwrap(), "10.9.0.1".parse().unwrap());
-    let at = |t: u64, class: u8, len: u16| Arrival { t, frame: build_frame(src, dst, 1000, 5201, IPPROTO_UDP, class, len) };
     let arrivals = [
-        at(1000, 0, 1500),
-        at(1000, 1, 1500),
-        at(1359, 0, 1500),
-        at(1359, 1, 1500),
-        at(1503, 1, 2050),
-        at(1503, 1, 1500), // full either way
-        at(1503, 0, 2200), // queue 0 holds 899 B (698 B listed twice)
+        (1000, 0, 1500),
+        (1000, 1, 1500),
+        (1359, 0, 1500),
+        (1359, 1, 1500),
+        (1503, 1, 2050),
+        (1503, 1, 1500), // full either way
+        (1503, 0, 2200), // queue 0 holds 899 B (698 B listed twice)
     ];
-    for kind in ["pqp", "bcpqp"] {
-        let toml = format!("kind = \"{kind}\"\nrate = \"8356545961bps\"\nqueue_size = 3000\nqueues = 2\nclassify = \"class\"");
-        let (bpf, _) = check(&toml, &arrivals);
-        assert_eq!(bpf.stats().unwrap()[0].1.dropped_packets, 2, "{kind}: the last two packets are the drops");
-    }
+    two_class_queues_drop_the_last_two("8356545961bps", &arrivals);
 }
 
 /// FairPolicer: the same verdicts packet by packet and the same state (Σ o_i, credit, active
