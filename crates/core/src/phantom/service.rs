@@ -44,7 +44,20 @@ impl PhantomQueues {
         let (unit, mut spare) = div_rem_by_reciprocal(d, root.active_weight, self.weight_reciprocal);
         let (inner, occupancy, slots) = self.parts_mut(policy);
         inner[0].backlog -= d;
-        for &leaf in &slots[..root.active_len as usize] {
+        let active = &slots[..root.active_len as usize];
+        if policy.flat_fair {
+            // The loop below with unit weights, without the weight loads and divisions.
+            for &leaf in active {
+                let q = policy.queue_of_leaf(leaf);
+                let give = unit + std::mem::take(&mut spare);
+                debug_assert!(occupancy[q] > give, "deferred service empties no queue");
+                occupancy[q] -= give;
+                on_drain(q, occupancy[q]);
+                m = m.min(occupancy[q]);
+            }
+            return Some(m);
+        }
+        for &leaf in active {
             let info = &policy.nodes[leaf as usize];
             let q = info.index as usize;
             let give = unit * info.weight as u64 + std::mem::take(&mut spare);
