@@ -18,7 +18,8 @@ enum Action {
     Run {
         /// Scenario TOML: a `ratekit sim` scenario with an optional [testbed] table (enforcer_at =
         /// "middlebox", "tc", "tbf" or "htb"; pcap = true for a sender-side capture). Keys of the
-        /// simulated path (link_rate, buffer, host_rate, secondary) are ignored; each flow's
+        /// simulated path (link_rate, buffer, host_rate) are ignored; a `secondary` link becomes a
+        /// tbf behind the enforcer (tc or middlebox placement, one aggregate); each flow's
         /// start_jitter is drawn from the seed as in the simulator; what
         /// the testbed cannot run (a cc other than cubic/reno/bbr, lognormal or Pareto apps, stop,
         /// via, customer, pacing, more than 9 distinct RTTs) is an error naming the field.

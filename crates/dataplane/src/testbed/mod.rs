@@ -122,6 +122,13 @@ pub fn run(plan: &Plan, out: &Path, progress: impl Fn(&str)) -> Result<Summary, 
         }
         Placement::Middlebox => {}
     }
+    if let Some(link) = &s.aggregates[0].secondary {
+        // The plan allows it only with the enforcer in tc-BPF or the middlebox, both before the
+        // root qdisc, and for one aggregate. A link has no burst: two packets is the least that
+        // tbf passes every packet with.
+        let rate = format!("{}bit", link.rate.bits_per_sec());
+        add_root_qdisc(&mb, 0, &["tbf", "rate", &rate, "burst", "3000", "limit", &link.buffer.0.to_string()])?;
+    }
 
     let stop = Arc::new(AtomicBool::new(false));
     let mb_stop = Arc::new(AtomicBool::new(false));

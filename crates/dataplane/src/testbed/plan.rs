@@ -1,8 +1,9 @@
 //! What the testbed makes of a scenario (ratekit-lab's, the file `ratekit sim` reads): one list
 //! of flows and the RTTs the middlebox emulates (one sender address per distinct RTT), once it
 //! is checked that real Linux TCP between namespaces can run it. The simulator's model of the path (link_rate,
-//! link_steps, buffer, host_rate, secondary) has no counterpart here and is ignored; what would change
-//! the traffic itself and the testbed cannot do is refused, naming the field.
+//! link_steps, buffer, host_rate) has no counterpart here and is ignored, except a `secondary` link,
+//! which becomes a tbf behind the enforcer; what would change the traffic itself and the testbed
+//! cannot do is refused, naming the field.
 
 use ratekit_core::Duration;
 use ratekit_lab::scenario::{self, AppConfig, CcKind, Placement, Resolved, ScenarioError, DEFAULT_ACK_JITTER, DEFAULT_RECEIVER_WAKEUP};
@@ -129,6 +130,15 @@ pub fn plan(resolved: Resolved, file: &str) -> Result<Plan, ScenarioError> {
             return Err(err("enforcer.kind".into(), &m));
         }
     }
+    if let Some(ai) = sc.aggregates.iter().position(|a| a.secondary.is_some()) {
+        let field = format!("aggregates[{ai}].secondary");
+        if !kernel_kinds.is_empty() {
+            return Err(err(field, "the secondary link is a tbf at the root of the middlebox's egress, where the kernel baselines sit"));
+        }
+        if aggregates.len() != 1 {
+            return Err(err(field, "the secondary link is one tbf on the middlebox's egress, which every aggregate would share: one aggregate only"));
+        }
+    }
     if placement == Placement::Tc {
         crate::bpf::BpfParams::from_config(&first.enforcer).map_err(|e| err("enforcer.kind".into(), &e.to_string()))?;
     }
@@ -226,6 +236,22 @@ pub(super) mod tests {
             let e = e.to_string();
             assert!(e.contains("aggregates[0].flows[1].cc") && e.contains(cc) && e.contains("only the simulator"), "{e}");
         }
+    }
+
+    /// A secondary link is a tbf on the middlebox's egress: refused where a kernel baseline holds
+    /// that root qdisc or where several aggregates would share it, accepted otherwise.
+    #[test]
+    fn a_secondary_link_needs_the_egress_root_and_one_aggregate() {
+        let scenario = |at: &str, kind: &str, count: u32| {
+            let text = format!("name = \"t\"\nduration = \"5s\"\n[testbed]\nenforcer_at = \"{at}\"\n[enforcer]\nkind = \"{kind}\"\nrate = \"1mbit\"\nburst = 1500\n[[aggregates]]\ncount = {count}\nrate = \"1mbit\"\nsecondary = {{ rate = \"2mbit\", buffer = \"20kb\" }}\nflows = [{{ cc = \"cubic\", rtt = \"10ms\" }}]");
+            super::plan(ratekit_lab::scenario::parse(&text, "t.toml").unwrap(), "t.toml").map(|_| ()).map_err(|e| e.to_string())
+        };
+        assert_eq!(scenario("tc", "token_bucket", 1), Ok(()));
+        assert_eq!(scenario("middlebox", "token_bucket", 1), Ok(()));
+        let e = scenario("tbf", "token_bucket", 1).unwrap_err();
+        assert!(e.contains("aggregates[0].secondary") && e.contains("kernel baselines"), "{e}");
+        let e = scenario("tc", "token_bucket", 2).unwrap_err();
+        assert!(e.contains("aggregates[0].secondary") && e.contains("one aggregate"), "{e}");
     }
 
     /// The testbed's own scenarios are ones it can run.
