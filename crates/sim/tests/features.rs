@@ -352,3 +352,24 @@ fn a_link_runs_at_the_rate_of_its_latest_step() {
         }
     }
 }
+
+/// Where the enforcer sits on the forward path: in the middlebox (the default, and without a
+/// [testbed] table) a flow's data meets it as it leaves the sender; on the testbed's egress
+/// placements (tc-BPF, tbf, htb) after the forward one-way delay, as there. 1500-byte datagrams
+/// one per ms, 200 ms RTT, 300 ms: 300 arrivals at the enforcer, or 200 when the first arrives
+/// 100 ms late.
+#[test]
+fn the_testbed_placement_puts_the_forward_delay_before_the_enforcer() {
+    let arrivals = |testbed: &str| {
+        let (s, _) = run(&format!(
+            "duration = \"300ms\"\n{testbed}\n[enforcer]\nkind = \"token_bucket\"\nrate = \"100mbit\"\nburst = \"1mb\"\n\
+             [[aggregates]]\nflows = [{{ rtt = \"200ms\", app = {{ kind = \"cbr\", rate = \"12mbit\", packet = 1500 }} }}]"
+        ));
+        s.flows[0].counts.as_ref().expect("the simulator counts per flow").enforcer_arrivals
+    };
+    assert_eq!(arrivals(""), 300);
+    assert_eq!(arrivals("[testbed]\nenforcer_at = \"middlebox\""), 300);
+    for at in ["tc", "tbf", "htb"] {
+        assert_eq!(arrivals(&format!("[testbed]\nenforcer_at = \"{at}\"")), 200, "{at}");
+    }
+}

@@ -14,7 +14,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use ratekit_core::Enforcer;
 use ratekit_lab::scenario::seeding::{self, mix};
-use ratekit_lab::scenario::{AppConfig, Resolved};
+use ratekit_lab::scenario::{AppConfig, Placement, Resolved};
 
 /// A flow's routes before the `via` hops are known: its data route, where the `via` hops go in
 /// it, the `via` aggregate ids, and its ACK route.
@@ -49,6 +49,11 @@ impl World {
         // enforcers look the class up by flow id. Per flow: the extra id's plan and keys.
         let nflows_total: usize = r.aggregates.iter().map(|a| a.flows.len()).sum();
         let mut relabels: Vec<(RoutePlan, (u64, u16, u64), u32)> = Vec::new();
+        // A file written for the testbed runs its path here too: on the middlebox's egress (tc-BPF,
+        // tbf, htb) the enforcer sees a flow's data after the forward one-way delay, which moves
+        // flows of different RTTs against each other at their start (docs/testbed.md, "BC-PQP's
+        // first windows"); in the middlebox, as without [testbed], before it.
+        let delay_before_enforcer = matches!(r.scenario.testbed.enforcer_at, Placement::Tc | Placement::Tbf | Placement::Htb);
         for a in &r.aggregates {
             agg_rates_bps.push(a.rate.bits_per_sec() as f64);
             agg_kinds.push(a.enforcer.kind());
@@ -104,18 +109,22 @@ impl World {
                     comps.push(Comp::Sender(Box::new(tx)));
                     comps.push(Comp::Receiver(Box::new(rx)));
                 }
-                let mut data_route = vec![nic, enf_id, link_id];
+                let mut data_route = if delay_before_enforcer { vec![nic, fwd, enf_id, link_id] } else { vec![nic, enf_id, link_id] };
+                let via_at = data_route.len();
                 data_route.extend(secondary);
-                data_route.extend([fwd, receiver]);
+                if !delay_before_enforcer {
+                    data_route.push(fwd);
+                }
+                data_route.push(receiver);
                 // The flow key stands for the 5-tuple, whose ephemeral port differs from run to
                 // run: drawn from the seed, so hashed queues and sketch cells collide per seed with
                 // the real probability (a key fixed per flow id never made 4 flows share one of
                 // 16 queues, where Linux runs do about one time in three).
                 let keys = (mix(seed ^ 0xF10F, fid as u64), f.class, f.customer.unwrap_or(a.id) as u64);
                 if let Some((_, class)) = f.app.class_fraction().filter(|_| udp) {
-                    relabels.push(((data_route.clone(), 3, &f.via, [rev, sender]), (keys.0, class, keys.2), fid));
+                    relabels.push(((data_route.clone(), via_at, &f.via, [rev, sender]), (keys.0, class, keys.2), fid));
                 }
-                plans.push((data_route, 3, &f.via, [rev, sender]));
+                plans.push((data_route, via_at, &f.via, [rev, sender]));
                 starts.push((sender, start_ns));
                 ctx.flow_keys.push(keys);
                 ctx.enf.flow_agg.push(a.id);
