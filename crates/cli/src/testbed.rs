@@ -34,8 +34,9 @@ enum Action {
     /// Delete namespaces left behind by testbed runs that were killed with SIGKILL.
     Sweep,
     /// Print the scenario as `ratekit sim` reads it, after checking it. The simulator reads the
-    /// testbed's file as is (it ignores the [testbed] table), so this prints the file unchanged;
-    /// it stays for scripts that convert explicitly (scripts/calibrate.py).
+    /// testbed's file as is (of the [testbed] table it uses only enforcer_at, to put the forward
+    /// delay where the testbed has it), so this prints the file unchanged; it stays for scripts
+    /// that convert explicitly (scripts/calibrate.py).
     SimScenario { scenario: PathBuf },
 }
 
