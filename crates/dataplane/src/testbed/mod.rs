@@ -29,7 +29,7 @@ use crate::tc::Direction;
 use ratekit_core::{DropReason, EnforcerConfig};
 use plan::{receiver_addr, sender_addr, Plan};
 use ratekit_lab::scenario::{Placement, ScenarioError};
-use ratekit_lab::summary::{EnforcerCounts, Summary};
+use ratekit_lab::summary::{EnforcerCounts, LinkCounts, Summary};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -254,7 +254,14 @@ pub fn run(plan: &Plan, out: &Path, progress: impl Fn(&str)) -> Result<Summary, 
         Placement::Tbf => vec![qdisc_counts(&mb, "mb-r", DropReason::Overlimit)?],
         Placement::Htb => vec![qdisc_counts(&mb, "mb-r", DropReason::QueueFull)?],
     };
-    let summary = summary::build(plan, &rec, &counts, &mb_report, sender_tcp, flow_tcp);
+    let secondary_link = match &s.aggregates[0].secondary {
+        Some(_) => {
+            let c = qdisc_counts(&mb, "mb-r", DropReason::QueueFull)?;
+            Some(LinkCounts { packets: c.arrivals, drops: c.drops })
+        }
+        None => None,
+    };
+    let summary = summary::build(plan, &rec, &counts, &mb_report, sender_tcp, flow_tcp, secondary_link);
     summary::write(&summary, &rec, plan, out).map_err(io(format!("writing results to {}", out.display())))?;
     drop(bpf);
     Ok(summary)

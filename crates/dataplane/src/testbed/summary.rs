@@ -8,7 +8,7 @@ use super::tcp_counters::Counters;
 use super::traffic::{Recorder, WindowSample};
 use crate::middlebox::MiddleboxReport;
 use ratekit_core::metrics::jain;
-use ratekit_lab::summary::{self, AggSummary, EnforcerCounts, FlowSummary, FlowTcpInfo, RttClass, Summary, TestbedSection};
+use ratekit_lab::summary::{self, AggSummary, EnforcerCounts, FlowSummary, FlowTcpInfo, LinkCounts, RttClass, Summary, TestbedSection};
 use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -20,6 +20,7 @@ pub fn build(
     mb: &MiddleboxReport,
     sender_tcp: Counters,
     flow_tcp: Vec<FlowTcpInfo>,
+    secondary_link: Option<LinkCounts>,
 ) -> Summary {
     let sc = &plan.resolved;
     let s = &sc.scenario;
@@ -137,6 +138,7 @@ pub fn build(
             middlebox_max_read_lag_us: mb.stats.max_read_lag_us,
             sender_tcp,
             flow_tcp,
+            secondary_link,
         }),
         flows,
         aggregates,

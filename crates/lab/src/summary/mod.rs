@@ -5,7 +5,7 @@
 
 mod testbed;
 
-pub use testbed::{FlowTcpInfo, RttClass, TestbedSection};
+pub use testbed::{FlowTcpInfo, LinkCounts, RttClass, TestbedSection};
 
 use ratekit_core::metrics::{mean, percentile};
 use serde::Serialize;

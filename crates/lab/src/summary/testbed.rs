@@ -28,6 +28,17 @@ pub struct TestbedSection {
     pub sender_tcp: BTreeMap<String, u64>,
     /// Each TCP flow's sender socket as it closed.
     pub flow_tcp: Vec<FlowTcpInfo>,
+    /// The scenario's `secondary` link, a tbf behind the enforcer: what it saw and dropped over the
+    /// run (`tc -s qdisc`), the testbed's counterpart of the simulator's `queue_drops` there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secondary_link: Option<LinkCounts>,
+}
+
+/// Packets a queue saw over the run and how many of them it dropped.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct LinkCounts {
+    pub packets: u64,
+    pub drops: u64,
 }
 
 /// The flows of one RTT.
