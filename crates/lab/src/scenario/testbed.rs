@@ -29,6 +29,13 @@ impl Placement {
             Placement::Htb => "htb",
         }
     }
+
+    /// Whether the enforcer sees a flow's data after the forward one-way delay: on the
+    /// middlebox's egress (tc-BPF, tbf, htb) it does; inside the middlebox it runs before the
+    /// delay line.
+    pub fn after_forward_delay(self) -> bool {
+        self != Placement::Middlebox
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -14,7 +14,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use ratekit_core::Enforcer;
 use ratekit_lab::scenario::seeding::{self, mix};
-use ratekit_lab::scenario::{AppConfig, Placement, Resolved};
+use ratekit_lab::scenario::{AppConfig, Resolved};
 
 /// A flow's routes before the `via` hops are known: its data route, where the `via` hops go in
 /// it, the `via` aggregate ids, and its ACK route.
@@ -49,11 +49,10 @@ impl World {
         // enforcers look the class up by flow id. Per flow: the extra id's plan and keys.
         let nflows_total: usize = r.aggregates.iter().map(|a| a.flows.len()).sum();
         let mut relabels: Vec<(RoutePlan, (u64, u16, u64), u32)> = Vec::new();
-        // A file written for the testbed runs its path here too: on the middlebox's egress (tc-BPF,
-        // tbf, htb) the enforcer sees a flow's data after the forward one-way delay, which moves
+        // A file written for the testbed runs its path here too: the forward delay's place moves
         // flows of different RTTs against each other at their start (docs/testbed.md, "BC-PQP's
-        // first windows"); in the middlebox, as without [testbed], before it.
-        let delay_before_enforcer = matches!(r.scenario.testbed.enforcer_at, Placement::Tc | Placement::Tbf | Placement::Htb);
+        // first windows").
+        let delay_before_enforcer = r.scenario.testbed.enforcer_at.after_forward_delay();
         for a in &r.aggregates {
             agg_rates_bps.push(a.rate.bits_per_sec() as f64);
             agg_kinds.push(a.enforcer.kind());
