@@ -313,6 +313,14 @@ impl TcpSender {
             self.conn.cwnd = 1;
         }
         ctx.send(Pkt { flow: self.flow, kind: Kind::HandshakeAck, len: HEADER, ..Pkt::default() });
+        // tcp_clean_rtx_queue counts the SYN the SYN-ACK acknowledges as delivered, and the
+        // application's first write (tcp_sendmsg's tcp_rate_check_app_limited) finds nothing
+        // queued and nothing in flight: the first flight is app-limited until one of its
+        // segments is delivered. BBR's Startup therefore does not count that round towards
+        // its plateau; counted, it left Startup one round early behind a 1-packet bucket, at
+        // a tenth of the bandwidth Linux's Startup found (tb1p-1c1b-50m-10ms).
+        self.conn.delivered += 1;
+        self.conn.app_limited = self.conn.delivered;
         self.refresh_conn(now);
         self.cc.init(&self.conn);
         self.update_pacing_rate();
@@ -1121,6 +1129,27 @@ mod tests {
     }
 
     #[test]
+    fn the_first_flight_is_app_limited_until_one_of_its_segments_is_delivered() {
+        // The application's first write finds nothing queued (tcp_rate_check_app_limited) and
+        // the SYN counts as delivered, so the initial window's rate samples are app-limited and
+        // the first delivery ends it: what the first ACK releases is not.
+        let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Bbr, 1), App::Backlogged);
+        let mut rx = TcpReceiver::new(RECEIVER, 0, None);
+        let mut marked = Vec::new();
+        run_path(&mut tx, &mut rx, 20e6, 20_000_000, 200_000_000, |tx, event| {
+            if let Event::Send(p) = event {
+                marked.push((p.seq, tx.segs[(p.seq - tx.conn.snd_una) as usize].app_limited));
+            }
+            true
+        });
+        assert!(marked.len() > 30, "{} segments sent", marked.len());
+        let (first_flight, later): (Vec<(u32, bool)>, Vec<(u32, bool)>) = marked.into_iter().partition(|m| m.0 < INIT_CWND);
+        assert_eq!(first_flight.len(), INIT_CWND as usize);
+        assert!(first_flight.iter().all(|m| m.1), "the initial window is app-limited");
+        assert!(later.iter().all(|m| !m.1), "nothing sent after the first delivery is");
+    }
+
+    #[test]
     fn bbr_marks_what_it_sends_in_probe_rtt_app_limited() {
         // bbr_update_min_rtt sets tp->app_limited in ProbeRTT: the four-segment flight is not
         // the path's rate. A backlogged flow is otherwise never app-limited.
@@ -1294,7 +1323,8 @@ mod tests {
                 }
                 Event::Ack => {
                     let head_just_resent = tx.segs.front().is_some_and(|h| h.retrans && h.xmit_ns == tx.conn.now_ns);
-                    let sacked = tx.conn.snd_una == prev.0 && tx.conn.delivered > prev.2;
+                    // The first delivery is the SYN's, by the SYN-ACK: no SACK.
+                    let sacked = prev.2 > 0 && tx.conn.snd_una == prev.0 && tx.conn.delivered > prev.2;
                     if sacked && !head_just_resent && tx.packets_out() > 0 {
                         sacks += 1;
                         assert_eq!(tx.rto_deadline, prev.1, "a SACK moved the RTO");
