@@ -195,10 +195,6 @@ impl TcpSender {
         self.srtt_ns
     }
 
-    pub fn delivered_segments(&self) -> u64 {
-        self.conn.delivered
-    }
-
     fn packets_out(&self) -> u32 {
         self.conn.snd_nxt - self.conn.snd_una
     }
