@@ -1148,7 +1148,7 @@ mod tests {
     #[test]
     fn bbr_marks_what_it_sends_in_probe_rtt_app_limited() {
         // bbr_update_min_rtt sets tp->app_limited in ProbeRTT: the four-segment flight is not
-        // the path's rate. A backlogged flow is otherwise never app-limited.
+        // the path's rate. A backlogged flow is otherwise app-limited only in its first flight.
         let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Bbr, 1), App::Backlogged);
         let mut rx = TcpReceiver::new(RECEIVER, 0, None);
         let (mut in_probe_rtt, mut marked, mut marked_elsewhere) = (0, 0, 0);
