@@ -470,7 +470,7 @@ impl Bbr {
             // The deliberately small flight must not pass for the path's rate: its samples are
             // app-limited, so they neither lower the bandwidth filter nor count as a long-term
             // interval (an app-limited sample resets long-term sampling).
-            c.app_limited = (c.delivered + c.in_flight as u64).max(1);
+            c.mark_app_limited(c.in_flight);
             match self.probe_rtt_done_stamp {
                 None if c.in_flight <= CWND_MIN_TARGET => {
                     self.probe_rtt_done_stamp = Some(c.now_ns + PROBE_RTT_NS);

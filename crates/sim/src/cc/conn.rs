@@ -60,6 +60,12 @@ impl Conn {
             app_limited: 0,
         }
     }
+
+    /// Marks what is sent from now on app-limited until the segments in flight are delivered
+    /// (`tp->app_limited = (delivered + in_flight) ?: 1`, tcp_rate_check_app_limited).
+    pub fn mark_app_limited(&mut self, in_flight: u32) {
+        self.app_limited = (self.delivered + in_flight as u64).max(1);
+    }
 }
 
 /// A delivery-rate sample (net/ipv4/tcp_rate.c), taken on every ACK.

@@ -316,7 +316,7 @@ impl TcpSender {
         // its plateau; counted, it left Startup one round early behind a 1-packet bucket, at
         // a tenth of the bandwidth Linux's Startup found (tb1p-1c1b-50m-10ms).
         self.conn.delivered += 1;
-        self.conn.app_limited = self.conn.delivered;
+        self.conn.mark_app_limited(0);
         self.refresh_conn(now);
         self.cc.init(&self.conn);
         self.update_pacing_rate();
@@ -712,7 +712,7 @@ impl TcpSender {
                 if in_flight < self.conn.cwnd {
                     self.conn.cwnd_limited = false;
                     // tcp_rate_check_app_limited
-                    self.conn.app_limited = (self.conn.delivered + in_flight as u64).max(1);
+                    self.conn.mark_app_limited(in_flight);
                 }
                 break;
             }
