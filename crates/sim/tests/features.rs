@@ -205,11 +205,12 @@ fn wire_bytes_count_receiver_arrivals_per_window() {
         assert!(wire >= s.flows[f].delivered_bytes && wire < s.flows[f].delivered_bytes + 2_000_000, "flow {f}: {wire}");
         assert!(s.flows[f].counts.as_ref().unwrap().retransmits > 0);
     }
-    // In-order delivery is burstier than arrivals.
-    let max = |v: &dyn Fn(usize) -> f64| (0..series.wire_bytes.len()).map(v).fold(0.0, f64::max);
-    let wire_max = max(&|w| (series.wire_bytes[w][0] + series.wire_bytes[w][1]) as f64);
-    let goodput_max = max(&|w| (series.goodput_bps[w][0] + series.goodput_bps[w][1]) * 0.25 / 8.0);
-    assert!(goodput_max > wire_max, "{goodput_max} vs {wire_max}");
+    // A repaired hole releases data that arrived in earlier windows: some window delivers
+    // more in order than reached the receiver in it.
+    let released = (0..series.wire_bytes.len()).any(|w| {
+        (0..2).any(|f| series.goodput_bps[w][f] * 0.25 / 8.0 > series.wire_bytes[w][f] as f64)
+    });
+    assert!(released, "no window delivered more in order than arrived");
 }
 
 /// `customer`: two customers share one aggregate's CPQ-DRR queue (003 Table II's reference),
@@ -277,7 +278,9 @@ fn via_routes_a_flow_through_bottlenecks_in_series() {
     let classes = |x: &ratekit_lab::summary::AggSummary| x.path.as_ref().unwrap().classes.iter().map(|c| c.class).collect::<Vec<_>>();
     assert_eq!((classes(a), classes(b)), (vec![1], vec![1, 2]));
     assert_eq!(s.flows[0].counts.as_ref().unwrap().enforcer_arrivals, a.path.as_ref().unwrap().classes[0].arrivals);
-    assert!(b.path.as_ref().unwrap().classes[0].arrivals > 0 && b.path.as_ref().unwrap().classes[0].arrivals <= a.path.as_ref().unwrap().classes[0].sent);
+    // The one packet A's link may still be serialising when the warm-up ends is counted by B only.
+    let (b_arrivals, a_sent) = (b.path.as_ref().unwrap().classes[0].arrivals, a.path.as_ref().unwrap().classes[0].sent);
+    assert!(b_arrivals > 0 && b_arrivals <= a_sent + 1, "{b_arrivals} arrivals at b, {a_sent} sent by a");
 }
 
 /// 100 Mbit/s of 1500-byte LogNormal datagrams (8333/s, 16 667 in 2 s), a quarter labelled

@@ -591,9 +591,13 @@ impl TcpSender {
         }
         // tcp_fastretrans_alert: in Loss, a retransmission found lost again (FLAG_LOST_RETRANS)
         // falls through to tcp_enter_recovery, so the flow repairs with PRR instead of waiting
-        // in Loss for the next RTO.
-        let (newly_lost, lost_retrans) = self.detect_losses(now);
-        if newly_lost > 0 && (self.conn.ca_state == CaState::Open || (self.conn.ca_state == CaState::Loss && lost_retrans)) {
+        // in Loss for the next RTO. From Open, tcp_time_to_recover asks whether any segment is
+        // still marked lost (`lost_out`, retransmitted or not), not whether this ACK found one:
+        // a recovery that ends while segments sent during it are still being repaired starts
+        // the next one in the same ACK, so a loss in the window after a reduction is a second
+        // reduction even when it was detected before the first ended.
+        let (_, lost_retrans) = self.detect_losses(now);
+        if (self.conn.ca_state == CaState::Open && self.lost_out > 0) || (self.conn.ca_state == CaState::Loss && lost_retrans) {
             self.enter_recovery(now);
         }
         rs.losses = (self.conn.lost - prior_lost) as u32;
@@ -1360,6 +1364,38 @@ mod tests {
         assert!(dropped_41, "the retransmission of 41 was sent");
         assert!(recovery_after_rto, "Recovery entered from Loss");
         assert!(repaired_before_next_rto, "41 repaired without another RTO");
+    }
+
+    #[test]
+    fn a_recovery_ending_with_a_segment_still_marked_lost_starts_the_next_at_once() {
+        // Segment 100 is lost twice, and so is the first new segment sent in the Recovery it
+        // starts (its high_seq). RACK marks that segment lost beside 100's lost retransmission;
+        // the ACK of 100's second retransmission ends the first Recovery, and with the other
+        // segment still marked lost tcp_time_to_recover starts the second in the same ACK
+        // (the model waited for a newly lost segment, which never came).
+        let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Cubic, 1), App::Backlogged);
+        let mut rx = TcpReceiver::new(RECEIVER, 0, None);
+        let (mut sends_of_100, mut first_high_seq, mut dropped_high_seq) = (0, None, false);
+        let mut ssthresh_per_recovery = Vec::new();
+        run_path(&mut tx, &mut rx, 100e6, 20_000_000, 1_500_000_000, |tx, event| match event {
+            Event::Send(p) => {
+                sends_of_100 += u32::from(p.seq == 100);
+                let lose_high_seq = Some(p.seq) == first_high_seq && !dropped_high_seq;
+                dropped_high_seq |= lose_high_seq;
+                !(p.seq == 100 && sends_of_100 <= 2 || lose_high_seq)
+            }
+            _ => {
+                if tx.conn.ca_state == CaState::Recovery && ssthresh_per_recovery.len() < tx.stats.recoveries as usize {
+                    first_high_seq.get_or_insert(tx.high_seq);
+                    ssthresh_per_recovery.push(tx.conn.ssthresh);
+                }
+                true
+            }
+        });
+        assert!(dropped_high_seq && sends_of_100 >= 3, "both losses happened");
+        assert_eq!((tx.stats.recoveries, tx.stats.timeouts), (2, 0));
+        let (first, second) = (ssthresh_per_recovery[0], ssthresh_per_recovery[1]);
+        assert!(second < first, "the second Recovery reduces again: ssthresh {first} then {second}");
     }
 
     #[test]
