@@ -607,7 +607,10 @@ impl TcpSender {
         if !self.cc.cong_control(&mut self.conn, &rs) {
             if self.conn.ca_state == CaState::Recovery {
                 self.prr(rs.acked_sacked, una_advanced && rs.losses == 0);
-            } else if rs.acked_sacked > 0 {
+            } else if una_advanced && rs.acked_sacked > 0 {
+                // tcp_may_raise_cwnd: outside a reduction the window grows only on an ACK that
+                // advances snd_una (FLAG_DATA_ACKED), by everything it delivered, SACKs included;
+                // an ACK that only SACKs (a dupack in Open, or in Loss) leaves it.
                 self.cc.cong_avoid(&mut self.conn, rs.acked_sacked);
             }
         }
@@ -1396,6 +1399,34 @@ mod tests {
         assert_eq!((tx.stats.recoveries, tx.stats.timeouts), (2, 0));
         let (first, second) = (ssthresh_per_recovery[0], ssthresh_per_recovery[1]);
         assert!(second < first, "the second Recovery reduces again: ssthresh {first} then {second}");
+    }
+
+    #[test]
+    fn an_ack_that_only_sacks_does_not_grow_the_window_outside_recovery() {
+        // Segment 30 is lost in slow start. The dupacks that SACK the segments after it come
+        // while RACK still waits out its reordering window (fewer than three SACKed), in Open:
+        // tcp_may_raise_cwnd grows the window only on an ACK that advances snd_una.
+        let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Cubic, 1), App::Backlogged);
+        let mut rx = TcpReceiver::new(RECEIVER, 0, None);
+        let (mut dropped, mut prev, mut sack_only_acks) = (false, (0u32, 0u32), 0);
+        run_path(&mut tx, &mut rx, 100e6, 20_000_000, 300_000_000, |tx, event| match event {
+            Event::Send(p) => {
+                let lose = p.seq == 30 && !dropped;
+                dropped |= lose;
+                !lose
+            }
+            Event::Ack => {
+                let (una, cwnd) = (tx.conn.snd_una, tx.conn.cwnd);
+                if una == prev.0 && tx.sacked_out > 0 && tx.conn.ca_state == CaState::Open {
+                    sack_only_acks += 1;
+                    assert_eq!(cwnd, prev.1, "a SACK-only ACK in Open grew the window");
+                }
+                prev = (una, cwnd);
+                true
+            }
+            Event::Timer => true,
+        });
+        assert!(dropped && sack_only_acks >= 1, "{sack_only_acks} SACK-only ACKs in Open");
     }
 
     #[test]
