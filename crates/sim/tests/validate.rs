@@ -189,7 +189,7 @@ fn bcpqp_mix_of_100_aggregates_enforces_the_rate() {
 /// Linux's 0.984 (its three stored runs, 0.98-0.99). The hosts' timing noise on the ACK path
 /// (`ack_jitter`) once decided this case: until Recovery restarted as Linux's does when one ends
 /// with a segment still marked lost, the flows locked in phase without it (0.85-0.91 per seed).
-/// Now they do not (0.941 without against 0.943 with, seeds 1-12), so the noise stays for what
+/// Now they do not (0.952 without against 0.946 with, seeds 1-12), so the noise stays for what
 /// the testbed's captures show, not for this result.
 #[test]
 fn flows_of_one_rtt_share_a_fair_policer_as_evenly_as_linux() {
