@@ -202,7 +202,7 @@ fn flows_of_one_rtt_share_a_fair_policer_as_evenly_as_linux() {
         );
         let s = run_text(&text, "phase.toml", false).0;
         let g: Vec<f64> = s.flows.iter().map(|f| f.mean_goodput_bps).collect();
-        g.iter().sum::<f64>().powi(2) / (g.len() as f64 * g.iter().map(|x| x * x).sum::<f64>())
+        ratekit_core::metrics::jain(&g).expect("the flows delivered something")
     });
     let jain = per_seed.sum::<f64>() / 10.0;
     assert!(jain >= 0.984 - 0.05, "Jain {jain:.3} against Linux's 0.984");
