@@ -5,9 +5,12 @@ ratekit's tc-BPF / middlebox enforcers) and in the simulator (`ratekit sim` on t
 checked and passed on by `ratekit testbed sim-scenario`), each several times with different seeds, and the
 differences are tabulated against the issue's targets.
 
-usage (as root): scripts/calibrate.py GRID.toml --out DIR [--runs N] [--sim-runs M] [--only NAME[,NAME...]] [--quick | --sample] [--reuse]
+usage (as root): scripts/calibrate.py GRID.toml --out DIR [--runs N | --seeds A-B] [--sim-runs M] [--only NAME[,NAME...]] [--quick | --sample] [--reuse]
 usage (no root): scripts/calibrate.py GRID.toml --out DIR --linux RUNS.jsonl [--sim-runs M] [--only ...] [--quick | --sample]
   --runs      testbed runs per case (default: the grid's `runs`, else 3), seeds 1..N
+  --seeds     the testbed seeds to run, A-B (e.g. 4-10: more Linux runs of cases already stored with
+              seeds 1-3; append DIR/linux-runs.jsonl to the stored file, where the last record of a
+              case and seed wins)
   --sim-runs  simulator runs per case, seeds 1..M (default: N, at least 10): a simulated run costs a
               fraction of a second, and over 10 seeds the simulator's mean is less a matter of luck (with
               3, perturbing the model by 0.1-1 ms of ACK-path jitter moved the pass count over 82-90 of 113)
@@ -98,6 +101,18 @@ def disturbed(summary_path):
         tb = json.load(f).get("testbed") or {}
     late = tb.get("middlebox_late_frames", [0, 0])[1]
     return late * 1000 > sum(tb.get("middlebox_forwarded", [0, 0]))
+
+
+def seed_range(text):
+    """`A-B` (or one seed) as the list of seeds A..B."""
+    first, dash, last = text.partition("-")
+    try:
+        seeds = list(range(int(first), int(last if dash else first) + 1))
+    except ValueError:
+        seeds = []
+    if not seeds or seeds[0] < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a seed range such as 4-10")
+    return seeds
 
 
 def seconds(text):
@@ -334,6 +349,7 @@ def main():
     ap.add_argument("grid")
     ap.add_argument("--out", required=True)
     ap.add_argument("--runs", type=int)
+    ap.add_argument("--seeds", type=seed_range)
     ap.add_argument("--sim-runs", type=int)
     ap.add_argument("--only")
     ap.add_argument("--quick", action="store_true")
@@ -341,6 +357,8 @@ def main():
     ap.add_argument("--reuse", action="store_true")
     ap.add_argument("--linux", help="stored Linux runs (JSON lines) to judge against instead of the testbed")
     args = ap.parse_args()
+    if args.seeds and (args.runs or args.linux):
+        sys.exit("calibrate: --seeds chooses the testbed runs; it goes with neither --runs nor --linux")
     with open(args.grid, "rb") as f:
         grid = tomllib.load(f)
     defaults = grid.get("defaults", {})
@@ -360,8 +378,8 @@ def main():
         cases = [c for c in cases if c["name"] in stored]
     if not cases:
         sys.exit("calibrate: no case selected")
-    runs = args.runs or defaults.get("runs", 3)
-    sim_runs = args.sim_runs or max(runs, 10)
+    runs = len(args.seeds) if args.seeds else args.runs or defaults.get("runs", 3)
+    sim_runs = args.sim_runs or max(runs, 10, *(args.seeds or []))
     stored_runs = max((len(stored[c["name"]]) for c in cases), default=0) if stored is not None else runs
     if sim_runs < stored_runs:
         sys.exit("calibrate: --sim-runs must be at least --runs (each testbed run has its simulated twin)")
@@ -374,7 +392,7 @@ def main():
         os.makedirs(d, exist_ok=True)
         per = {"testbed": [], "sim": []}
         warmup_s, window_s = (seconds(setting(case, defaults, key)) for key in ("warmup", "window"))
-        linux_seeds = sorted(stored[case["name"]]) if stored is not None else list(range(1, runs + 1))
+        linux_seeds = sorted(stored[case["name"]]) if stored is not None else args.seeds or list(range(1, runs + 1))
         for seed in range(1, max(sim_runs, *linux_seeds) + 1):
             text = scenario(case, defaults, seed)
             tb = os.path.join(d, f"testbed-{seed}.toml")

@@ -2,6 +2,7 @@
 judges a case by. The testbed half needs root and minutes per case; these need neither."""
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import os
@@ -66,6 +67,20 @@ def test_fewer_simulator_runs_than_testbed_runs_are_refused(tmp_path):
     r = subprocess.run([sys.executable, str(SCRIPT), str(grid), "--out", str(tmp_path / "o"), "--runs", "3", "--sim-runs", "2"],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode != 0 and "--sim-runs" in r.stderr, r.stderr
+
+
+def test_a_seed_range_names_the_runs_to_add(calibrate):
+    assert calibrate.seed_range("4-10") == list(range(4, 11))
+    assert calibrate.seed_range("3") == [3]
+    for bad in ("0-3", "5-4", "x", "4-"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            calibrate.seed_range(bad)
+
+
+def test_added_seeds_do_not_mix_with_stored_runs(tmp_path):
+    r = subprocess.run([sys.executable, str(SCRIPT), "grid.toml", "--out", str(tmp_path / "o"), "--seeds", "4-10", "--linux", "runs.jsonl"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode != 0 and "--seeds" in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("script", ["calibrate.py", "lab-artefacts.py"])
