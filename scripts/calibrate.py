@@ -378,10 +378,12 @@ def main():
         cases = [c for c in cases if c["name"] in stored]
     if not cases:
         sys.exit("calibrate: no case selected")
-    runs = len(args.seeds) if args.seeds else args.runs or defaults.get("runs", 3)
-    sim_runs = args.sim_runs or max(runs, 10, *(args.seeds or []))
-    stored_runs = max((len(stored[c["name"]]) for c in cases), default=0) if stored is not None else runs
-    if sim_runs < stored_runs:
+    testbed_seeds = args.seeds or list(range(1, (args.runs or defaults.get("runs", 3)) + 1))
+    runs = len(testbed_seeds)
+    sim_runs = args.sim_runs or max(10, *testbed_seeds)
+    # Each Linux run is judged beside the simulated run of its seed, so the simulator runs every seed up to the last.
+    last_linux_seed = max((max(stored[c["name"]]) for c in cases), default=0) if stored is not None else testbed_seeds[-1]
+    if sim_runs < last_linux_seed:
         sys.exit("calibrate: --sim-runs must be at least --runs (each testbed run has its simulated twin)")
     ratekit = os.environ.get("RATEKIT", "target/release/ratekit")
     os.makedirs(args.out, exist_ok=True)
@@ -392,7 +394,7 @@ def main():
         os.makedirs(d, exist_ok=True)
         per = {"testbed": [], "sim": []}
         warmup_s, window_s = (seconds(setting(case, defaults, key)) for key in ("warmup", "window"))
-        linux_seeds = sorted(stored[case["name"]]) if stored is not None else args.seeds or list(range(1, runs + 1))
+        linux_seeds = sorted(stored[case["name"]]) if stored is not None else testbed_seeds
         for seed in range(1, max(sim_runs, *linux_seeds) + 1):
             text = scenario(case, defaults, seed)
             tb = os.path.join(d, f"testbed-{seed}.toml")
