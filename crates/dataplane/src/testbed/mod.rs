@@ -154,9 +154,12 @@ pub fn run(plan: &Plan, out: &Path, progress: impl Fn(&str)) -> Result<Summary, 
     };
 
     let _pcap = if s.testbed.pcap {
-        let mut cmd = snd.command("tcpdump");
+        // On the sender's veth peer, not on snd0: a packet socket on the sender's own device
+        // changes how Linux sends (docs/testbed.md, "Captures"), while its peer sees every frame
+        // at the instant it leaves or reaches the sender, a veth having no wire.
+        let mut cmd = mb.command("tcpdump");
         // -Z root: dropping privileges would clear PR_SET_PDEATHSIG.
-        cmd.args(["-Z", "root", "-i", "snd0", "-s", &s.testbed.pcap_snaplen.to_string(), "-w"]).arg(out.join("sender.pcap"));
+        cmd.args(["-Z", "root", "-i", "mb-s", "-s", &s.testbed.pcap_snaplen.to_string(), "-w"]).arg(out.join("sender.pcap"));
         Some(spawn_child(cmd, "tcpdump")?)
     } else {
         None

@@ -43,7 +43,8 @@ impl Placement {
 pub struct TestbedTable {
     #[serde(default)]
     pub enforcer_at: Placement,
-    /// Capture a pcap of the first `pcap_snaplen` bytes of each packet at the sender.
+    /// Capture a pcap of the first `pcap_snaplen` bytes of each packet the sender sends or
+    /// receives, at its veth peer (a tap on its own device changes how Linux sends).
     #[serde(default)]
     pub pcap: bool,
     #[serde(default = "default_snaplen")]

@@ -9,7 +9,7 @@ use crate::net::{EnforcementPoint, Link, Pipe};
 use crate::packet::Pool;
 use crate::stats::{AggCounters, EnfStats, FlowEnf};
 use crate::tcp::receiver::TcpReceiver;
-use crate::tcp::sender::TcpSender;
+use crate::tcp::sender::{first_write_delay_ns, TcpSender};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use ratekit_core::Enforcer;
@@ -101,6 +101,7 @@ impl World {
                     let mut tx = TcpSender::new(sender, fid, cc, app);
                     tx.set_pacing(f.pacing);
                     tx.set_kernel_hz(f.kernel_hz);
+                    tx.set_first_write_delay(first_write_delay_ns(&mut ChaCha8Rng::seed_from_u64(mix(seed, 0xF1F0_0000 + fid as u64))));
                     let mut rx = TcpReceiver::new(receiver, fid, finite);
                     rx.set_kernel_hz(f.kernel_hz);
                     rx.set_read_wakeup(f.receiver_wakeup.0);
