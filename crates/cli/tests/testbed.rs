@@ -178,7 +178,6 @@ fn mixed_rtts_are_what_each_flow_measures() {
     assert!(namespaces_of(std::process::id()).is_empty());
 }
 
-/// Ethertypes of the frames in a little-endian pcap of Ethernet frames (what tcpdump writes here).
 /// A finite transfer's completion time and goodput count from its own start, jitter included:
 /// four 20 KB pages starting up to 2 s in each finish in tens of ms, as the simulator has them.
 #[test]
@@ -219,6 +218,7 @@ fn periodic_transfers_arrive_whole() {
     assert!(namespaces_of(std::process::id()).is_empty());
 }
 
+/// Ethertypes of the frames in a little-endian pcap of Ethernet frames (what tcpdump writes here).
 fn ethertypes(pcap: &[u8]) -> Vec<u16> {
     let mut types = Vec::new();
     let mut at = 24;
