@@ -344,9 +344,7 @@ impl TcpSender {
         self.cc.init(&self.conn);
         self.update_pacing_rate();
         self.first_write_ns = now + self.first_write_delay_ns;
-        if self.wake.want(self.first_write_ns) {
-            ctx.ev.schedule(self.first_write_ns, self.id);
-        }
+        self.arm_timer(ctx);
     }
 
     /// A packet from the receiver.
@@ -936,7 +934,8 @@ impl TcpSender {
     }
 
     fn arm_timer(&mut self, ctx: &mut Ctx) {
-        let t = [self.rto_deadline, self.reo_deadline, self.tlp_deadline, self.app.next_event()].into_iter().flatten().min();
+        let first_write = (self.first_write_ns > ctx.ev.now()).then_some(self.first_write_ns);
+        let t = [self.rto_deadline, self.reo_deadline, self.tlp_deadline, self.app.next_event(), first_write].into_iter().flatten().min();
         if let Some(t) = t {
             let t = t.max(ctx.ev.now());
             if self.wake.want(t) {
@@ -1555,6 +1554,23 @@ mod tests {
         let acked_at = ctx.ev.now();
         let sent = sender_until(&mut tx, &mut ctx, acked_at + 1_000_000);
         assert_eq!(sent, [(acked_at + 300_000, Kind::Data)], "one segment, when the first write arrives");
+    }
+
+    #[test]
+    fn an_earlier_wake_up_neither_sends_before_the_first_write_nor_loses_it() {
+        // An application event (or any wake-up) between the handshake's ACK and the first write
+        // must not send data early, and the first write must still come at its own time.
+        let mut ctx = Ctx::default();
+        let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Cubic, 1), App::Backlogged);
+        tx.schedule_start(&mut ctx, 0);
+        sender_until(&mut tx, &mut ctx, 20_000_000);
+        tx.set_first_write_delay(300_000);
+        tx.on_packet(&mut ctx, &Pkt { kind: Kind::SynAck, ..Pkt::default() });
+        ctx.out.clear();
+        let acked_at = ctx.ev.now();
+        tx.schedule_start(&mut ctx, acked_at + 100_000);
+        let sent = sender_until(&mut tx, &mut ctx, acked_at + 1_000_000);
+        assert!(!sent.is_empty() && sent.iter().all(|&s| s == (acked_at + 300_000, Kind::Data)), "{sent:?}");
     }
 
     #[test]
