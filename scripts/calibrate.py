@@ -22,6 +22,8 @@ usage (no root): scripts/calibrate.py GRID.toml --out DIR --linux RUNS.jsonl [--
             scenarios/calibrate/linux-runs.jsonl. Only the selected cases with stored runs are judged,
             and a stored run counts only if the scenario it was measured on is the one this grid
             writes for its case and seed now (an edited case needs new Linux runs, not old ones).
+            Runs of testbeds before traffic generator 3 counted the 200 ms + 2 RTT drain after the
+            writers stop; their simulated twins run that much longer and are measured the same way.
 Writes DIR/linux-runs.jsonl (each judged Linux run's measures, the scenario's SHA-256, the kernel and
 the day it was measured: what a later --linux needs), DIR/runs.csv (one row per case, system, run and
 flow), DIR/table.md and DIR/table.csv (per case: Linux's mean and run-to-run range beside the
@@ -49,6 +51,11 @@ import time
 import tomllib
 
 SHARE_TOL, JAIN_TOL, GOODPUT_REL, GOODPUT_ABS_BPS, SMALL_FLOW_BPS = 0.05, 0.05, 0.20, 0.3e6, 1.5e6
+# Testbed runs of traffic generators before 3 counted, in each flow's goodput and in the sender's TCP
+# counters, what the senders' buffers still delivered after the writes stopped: the 200 ms + 2 RTT
+# (longest) the testbed waits before it stops the receivers. Their simulated twins run that much longer
+# and are measured the same way (docs/simulator.md, "The drain after the run").
+RUN_END_GENERATOR = 3
 
 
 def toml_value(v):
@@ -70,10 +77,18 @@ def setting(case, defaults, key):
     return case.get(key, defaults.get(key))
 
 
-def scenario(case, defaults, seed):
-    """The testbed scenario of one case and seed, as TOML text."""
+def drain_s(case, defaults):
+    """How long an old testbed kept counting after the run: 200 ms + 2 × the case's longest RTT."""
+    rtts = [f.get("rtt", setting(case, defaults, "rtt")) for f in case["flows"]]
+    return 0.2 + 2 * max(seconds(r) for rtt in rtts for r in (rtt if isinstance(rtt, list) else [rtt]))
+
+
+def scenario(case, defaults, seed, extra_s=0.0):
+    """The testbed scenario of one case and seed, as TOML text (`extra_s` longer for a simulated
+    twin of an old testbed run, which counted its drain)."""
     get = lambda key: setting(case, defaults, key)
-    lines = [f'name = {toml_value(case["name"])}', f'duration = {toml_value(get("duration"))}', f"seed = {seed}",
+    duration = get("duration") if not extra_s else f"{round((seconds(get('duration')) + extra_s) * 1000)}ms"
+    lines = [f'name = {toml_value(case["name"])}', f'duration = {toml_value(duration)}', f"seed = {seed}",
              "", "[measure]", f'window = {toml_value(get("window"))}', f'warmup = {toml_value(get("warmup"))}',
              "", "[testbed]", f'enforcer_at = {toml_value(get("placement"))}', "", "[enforcer]"]
     lines += [f"{k} = {toml_value(v)}" for k, v in case["enforcer"].items()]
@@ -123,16 +138,17 @@ def seconds(text):
     raise ValueError(f"calibrate: cannot read the duration {text!r}")
 
 
-def window_goodputs(run_dir, warmup_s, window_s):
-    """The aggregate's goodput in each whole window after the warm-up, from the run's per-flow
-    window file (testbed: windows.csv keyed by window start; simulator: flows.csv by window end)."""
+def window_goodputs(run_dir, warmup_s, window_s, until_s):
+    """The aggregate's goodput in each whole window after the warm-up and before `until_s`, from the
+    run's per-flow window file (testbed: windows.csv keyed by window start; simulator: flows.csv by
+    window end)."""
     per = {}
     testbed = os.path.join(run_dir, "windows.csv")
     path, key, shift = (testbed, "window_start_s", 0.0) if os.path.exists(testbed) else (os.path.join(run_dir, "flows.csv"), "time_s", window_s)
     with open(path) as f:
         for row in csv.DictReader(f):
             start = round(float(row[key]) - shift, 6)
-            if start >= warmup_s - 1e-9:
+            if warmup_s - 1e-9 <= start and start + window_s <= until_s + 1e-9:
                 per[start] = per.get(start, 0.0) + float(row["goodput_bps"])
     return [per[k] for k in sorted(per)]
 
@@ -142,13 +158,16 @@ def percentile(values, q):
     return v[min(len(v) - 1, int(q * len(v)))] if v else 0.0
 
 
-def metrics(summary_path, warmup_s, window_s):
+def metrics(summary_path, warmup_s, window_s, duration_s):
     """(per-flow mean goodput, per-CC share, Jain over flows' means, drop rate, retransmits, timeouts,
-    the aggregate's 250 ms goodput percentiles over its rate)."""
+    the aggregate's 250 ms goodput percentiles over its rate), over `duration_s`: a simulated twin of an
+    old testbed run ran longer, and its goodput counts the bytes of its drain over the run's duration,
+    as the old testbed's did."""
     with open(summary_path) as f:
         s = json.load(f)
     flows = sorted(s["flows"], key=lambda f: f["id"])
-    good = [f["mean_goodput_bps"] for f in flows]
+    over_run = lambda f: f["delivered_bytes"] * 8 / (duration_s - f["start_s"]) if duration_s > f["start_s"] else 0.0
+    good = [f["mean_goodput_bps"] if s["duration_s"] <= duration_s or f.get("fct_s") is not None else over_run(f) for f in flows]
     total = sum(good) or 1.0
     shares = {}
     for f, g in zip(flows, good):
@@ -164,7 +183,7 @@ def metrics(summary_path, warmup_s, window_s):
     # Loss episodes: a run that loses as many segments in fewer, larger bursts backs off less often.
     recoveries = (tcp.get("TcpExt.TCPSackRecovery", 0) + tcp.get("TcpExt.TCPRenoRecovery", 0) if tcp
                   else sum(f.get("recoveries") or 0 for f in flows))
-    per_flow_s = len(flows) * s["duration_s"]
+    per_flow_s = len(flows) * duration_s
     # Flows of one CC and RTT are exchangeable: flow 2 of a Linux run is not flow 2 of a simulated
     # one. Each such group's goodputs are matched by rank (best with best), so a simulator that
     # splits a group unevenly cannot pass by averaging its flows out over the runs.
@@ -173,7 +192,7 @@ def metrics(summary_path, warmup_s, window_s):
         at = [i for i, f in enumerate(flows) if (f["cc"], f["rtt_ms"]) == key]
         for i, g in zip(at, sorted((good[i] for i in at), reverse=True)):
             ranked[i] = g
-    windows = window_goodputs(os.path.dirname(summary_path), warmup_s, window_s)
+    windows = window_goodputs(os.path.dirname(summary_path), warmup_s, window_s, duration_s)
     rate = agg["rate_bps"]
     return {"p10": percentile(windows, 0.1) / rate, "p50": percentile(windows, 0.5) / rate, "p90": percentile(windows, 0.9) / rate,
             "goodput": good, "ranked": ranked, "cc": [f["cc"] for f in flows], "shares": shares, "jain": jain,
@@ -393,17 +412,29 @@ def main():
         d = os.path.join(args.out, case["name"])
         os.makedirs(d, exist_ok=True)
         per = {"testbed": [], "sim": []}
-        warmup_s, window_s = (seconds(setting(case, defaults, key)) for key in ("warmup", "window"))
+        warmup_s, window_s, duration_s = (seconds(setting(case, defaults, key)) for key in ("warmup", "window", "duration"))
         linux_seeds = sorted(stored[case["name"]]) if stored is not None else testbed_seeds
+        extra_s = 0.0
+        if stored is not None:
+            old = {stored[case["name"]][sd].get("traffic_generator", 0) < RUN_END_GENERATOR for sd in linux_seeds}
+            if len(old) > 1:
+                sys.exit(f"calibrate: the stored Linux runs of {case['name']} mix testbeds that counted the drain after the run "
+                         f"with testbeds that did not (traffic generator {RUN_END_GENERATOR}); measure the older seeds again")
+            extra_s = drain_s(case, defaults) if old == {True} else 0.0
         # sim_runs reaches every Linux seed (checked above), so every seed has its simulated run.
         for seed in range(1, sim_runs + 1):
             text = scenario(case, defaults, seed)
             tb = os.path.join(d, f"testbed-{seed}.toml")
             with open(tb, "w") as f:
                 f.write(text)
+            sim_source = tb
+            if extra_s:
+                sim_source = os.path.join(d, f"testbed-{seed}-with-drain.toml")
+                with open(sim_source, "w") as f:
+                    f.write(scenario(case, defaults, seed, extra_s))
             sim_toml = os.path.join(d, f"sim-{seed}.toml")
             with open(sim_toml, "w") as f:
-                subprocess.run([ratekit, "testbed", "sim-scenario", tb], stdout=f, check=True)
+                subprocess.run([ratekit, "testbed", "sim-scenario", sim_source], stdout=f, check=True)
             systems = [("sim", [ratekit, "sim", sim_toml])]
             if seed in linux_seeds and stored is None:
                 systems.insert(0, ("testbed", [ratekit, "testbed", "run", tb]))
@@ -420,7 +451,7 @@ def main():
                     if system == "testbed" and disturbed(os.path.join(out, "summary.json")):
                         print(f"calibrate: {case['name']} seed {seed}: the delay line ran late, running it again", file=sys.stderr)
                         run(cmd + ["--out", out], out + ".log")
-                m = metrics(os.path.join(out, "summary.json"), warmup_s, window_s)
+                m = metrics(os.path.join(out, "summary.json"), warmup_s, window_s, duration_s)
                 per[system].append(m)
                 if system == "testbed":
                     linux_records.append(linux_record(case["name"], seed, text, os.path.join(out, "summary.json"), m))

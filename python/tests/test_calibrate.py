@@ -188,6 +188,37 @@ def test_runs_of_one_seed_are_twins_only_if_their_flows_started_alike(calibrate)
     assert not calibrate.same_starts(run_metrics({"cubic": 1.0}, 1.0, [1e6]), run([0.0042])), "a stored run from before start_s"
 
 
+def test_an_old_testbeds_drain_is_its_longest_rtt_twice_and_200_ms(calibrate):
+    case = {"flows": [{"cc": "cubic"}, {"cc": "bbr", "rtt": "100ms"}]}
+    assert calibrate.drain_s(case, {"rtt": "10ms"}) == pytest.approx(0.4)
+    assert calibrate.drain_s({"flows": [{"cc": "cubic"}]}, {"rtt": "10ms"}) == pytest.approx(0.22)
+    assert calibrate.drain_s({"flows": [{"cc": "cubic", "count": 2, "rtt": ["10ms", "40ms"]}]}, {}) == pytest.approx(0.28), "mixed RTTs"
+    tb = tomllib.loads(calibrate.scenario({"name": "c", "placement": "tc", "rate": "2mbit", "enforcer": {"kind": "fifo"}, "flows": [{"cc": "reno"}]},
+                                          {"duration": "15s", "window": "250ms", "warmup": "3s", "rtt": "10ms"}, 1, 0.22))
+    assert tb["duration"] == "15220ms"
+
+
+def test_a_twin_of_an_old_testbed_run_counts_its_drain_over_the_run(calibrate, tmp_path):
+    # 2 s run, simulated 2.4 s: the drain's bytes count, over the run's 2 s less the flow's start,
+    # and no window after the run's end; a finished transfer keeps its own goodput.
+    flows = [{"id": 0, "cc": "cubic", "rtt_ms": 100.0, "start_s": 0.5, "mean_goodput_bps": 1.0, "delivered_bytes": 300_000, "fct_s": None},
+             {"id": 1, "cc": "cubic", "rtt_ms": 100.0, "start_s": 0.0, "mean_goodput_bps": 4e5, "delivered_bytes": 50_000, "fct_s": 1.0}]
+    (tmp_path / "summary.json").write_text(json.dumps({"duration_s": 2.4, "flows": flows, "aggregates": [{"rate_bps": 1e6, "drop_rate": 0.0}]}))
+    rows = ["time_s,flow,goodput_bps"] + [f"{t:.3f},0,{g}" for t, g in ((1.75, 1e5), (2.0, 2e5), (2.25, 9e5))]
+    (tmp_path / "flows.csv").write_text("\n".join(rows) + "\n")
+    m = calibrate.metrics(tmp_path / "summary.json", 1.0, 0.25, 2.0)
+    assert m["goodput"] == [pytest.approx(300_000 * 8 / 1.5), 4e5]
+    assert (m["p10"], m["p90"]) == (pytest.approx(0.1), pytest.approx(0.2)), "the window ending at 2.25 s is after the run"
+
+
+def test_stored_runs_of_testbeds_that_did_and_did_not_count_the_drain_do_not_mix(calibrate, cli, tmp_path):
+    grid = TINY_GRID.replace("RATE", "10mbit")
+    old, new = (stored_run(calibrate, grid, seed, 9.3e6) for seed in (1, 2))
+    new["traffic_generator"] = calibrate.RUN_END_GENERATOR
+    r = calibrate_against(tmp_path, cli, grid, [old, new])
+    assert r.returncode != 0 and "tiny" in r.stderr and "drain" in r.stderr, r.stderr
+
+
 # One case per enforcer, at 2 and 10 Mbit/s (a few seconds of simulation in all), that met every target
 # against its stored Linux runs when they were committed: a change to the TCP models or enforcers that
 # moves the simulator away from Linux here fails without root or a testbed. The htb case was

@@ -170,7 +170,8 @@ pub fn run(plan: &Plan, out: &Path, progress: impl Fn(&str)) -> Result<Summary, 
     let window = Duration::from_nanos(s.measure.window.0);
     let windows = (duration.as_nanos() / window.as_nanos()) as usize + 1;
     let t0 = Instant::now() + Duration::from_millis(300);
-    let rec = Arc::new(traffic::Recorder::new(t0, window, plan.flows.len(), windows + 8));
+    let end = t0 + duration;
+    let rec = Arc::new(traffic::Recorder::new(t0, end, window, plan.flows.len(), windows + 8));
     let mut receivers = Vec::new();
     for a in &sc.aggregates {
         let (tx, rx) = std::sync::mpsc::channel();
@@ -187,7 +188,6 @@ pub fn run(plan: &Plan, out: &Path, progress: impl Fn(&str)) -> Result<Summary, 
 
     let tcp_before = tcp_counters::read(&snd)?;
     progress(&format!("running {} flows for {:.1} s", plan.flows.len(), duration.as_secs_f64()));
-    let end = t0 + duration;
     let senders: Vec<_> = plan
         .flows
         .iter()
@@ -207,10 +207,12 @@ pub fn run(plan: &Plan, out: &Path, progress: impl Fn(&str)) -> Result<Summary, 
             Err(e) => drop(first_error.get_or_insert(e)),
         }
     }
-    // In-flight data still drains for an RTT or so; the windows after `end` are not used.
+    // The writers stopped at `end` (each within one write timeout); what their buffers still
+    // send belongs to no window and to no count, as the simulator's run ends at its duration.
+    let sender_tcp = tcp_counters::delta(&tcp_before, &tcp_counters::read(&snd)?);
+    // Closing connections drain for an RTT or so before the receivers and the middlebox stop.
     let longest_rtt = plan.rtts.last().expect("a plan has flows");
     std::thread::sleep(Duration::from_millis(200) + Duration::from_nanos(longest_rtt.0 * 2));
-    let sender_tcp = tcp_counters::delta(&tcp_before, &tcp_counters::read(&snd)?);
     stop.store(true, Ordering::Relaxed);
     for r in receivers {
         let _ = r.join();

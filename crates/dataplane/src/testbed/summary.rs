@@ -42,7 +42,9 @@ pub fn build(
             let started = rec.started_ns[i].load(Ordering::Relaxed);
             let start = if started > 0 { started as f64 * 1e-9 } else { f.start.as_secs_f64() };
             let finite = f.app.is_finite();
-            let completed = finite && done > 0;
+            // A transfer finishing in the drain after the run did not finish in it (nor would
+            // the simulator's).
+            let completed = finite && done > 0 && done <= s.duration.0;
             let end = if completed { done as f64 * 1e-9 } else { duration_s };
             FlowSummary {
                 id: f.id,

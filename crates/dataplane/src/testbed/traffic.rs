@@ -24,8 +24,10 @@ const IP_UDP_HEADERS: usize = 28;
 /// The traffic generator's version, recorded in summary.json: 0, the flows' start jitter from a
 /// stream of the testbed's own and the flow header sent as a segment of its own (an initial window
 /// of a tiny segment and nine full ones); 2, the simulator's stream and the header in the first full
-/// segment; 1 (3860b62 only), the simulator's stream with the header still alone.
-pub const GENERATOR: u32 = 2;
+/// segment; 1 (3860b62 only), the simulator's stream with the header still alone; 3, as 2, with a
+/// flow's delivered bytes and the sender's TCP counters taken at the run's end (up to 2, they also
+/// held what the senders' buffers delivered in the 200 ms + 2 RTT drain after it).
+pub const GENERATOR: u32 = 3;
 
 /// Per-flow byte counts per window, filled by the receiver, and each TCP sender's congestion
 /// window and smoothed RTT (and a BBR sender's model of the path) as the window closed, filled by
@@ -40,7 +42,10 @@ pub struct Recorder {
     pub done_ns: Vec<AtomicU64>,
     /// ns after t0 at which the flow's sender woke to open its socket.
     pub started_ns: Vec<AtomicU64>,
+    /// Payload bytes read before `end`: a flow's goodput is over the run, as the simulator's is,
+    /// not over the drain of its sender's buffer after the writes stop.
     pub delivered: Vec<AtomicU64>,
+    pub end: Instant,
     /// samples[flow][window]: the sender's state as the window closed (only its own sender
     /// thread writes a flow's), default where it took none.
     pub samples: Vec<Mutex<Vec<WindowSample>>>,
@@ -55,10 +60,11 @@ pub struct WindowSample {
 }
 
 impl Recorder {
-    pub fn new(t0: Instant, window: Duration, flows: usize, windows: usize) -> Self {
+    pub fn new(t0: Instant, end: Instant, window: Duration, flows: usize, windows: usize) -> Self {
         let counters = |n| (0..n).map(|_| AtomicU64::new(0)).collect::<Vec<_>>();
         Recorder {
             t0,
+            end,
             window,
             bytes: (0..flows).map(|_| counters(windows)).collect(),
             done_ns: counters(flows),
@@ -69,7 +75,11 @@ impl Recorder {
     }
 
     fn window_now(&self) -> usize {
-        (self.t0.elapsed().as_nanos() / self.window.as_nanos()) as usize
+        self.window_at(self.t0.elapsed())
+    }
+
+    fn window_at(&self, elapsed: Duration) -> usize {
+        (elapsed.as_nanos() / self.window.as_nanos()) as usize
     }
 
     /// Keeps the socket's state as window `w - 1` closed, on the sender's first call in window
@@ -88,13 +98,16 @@ impl Recorder {
         }
     }
 
+    /// One clock reading decides both, so the run's windows hold exactly its delivered bytes.
     fn add(&self, flow: usize, n: u64) {
-        let w = self.window_now();
-        if let Some(cell) = self.bytes.get(flow).and_then(|f| f.get(w)) {
+        let elapsed = self.t0.elapsed();
+        if let Some(cell) = self.bytes.get(flow).and_then(|f| f.get(self.window_at(elapsed))) {
             cell.fetch_add(n, Ordering::Relaxed);
         }
-        if let Some(d) = self.delivered.get(flow) {
-            d.fetch_add(n, Ordering::Relaxed);
+        if self.t0 + elapsed < self.end {
+            if let Some(d) = self.delivered.get(flow) {
+                d.fetch_add(n, Ordering::Relaxed);
+            }
         }
     }
 }
