@@ -99,15 +99,22 @@ fn cubic_window_follows_rfc9438() {
     let (_, series) = run_text(&text, "cubic-window.toml", true);
     let cwnd: Vec<f64> = series.cwnd.iter().map(|w| w[0] as f64).collect();
     let dt = 0.1;
-    // A multiplicative decrease spreads over one RTT under PRR: its first sample is the first
-    // one below 0.95 × its predecessor.
-    let cuts: Vec<usize> = (1..cwnd.len()).filter(|&i| cwnd[i] < 0.95 * cwnd[i - 1] && cwnd[i - 1] >= cwnd[i - 2.min(i)]).collect();
+    // A multiplicative decrease spreads over one RTT under PRR, so it may begin in one sample and
+    // fall below 0.95 × the window at the loss in the next: a cut is the first sample below 0.95 ×
+    // the largest of the three before it, and that largest is the window at the loss.
+    let peak = |i: usize| cwnd[i.saturating_sub(3)..i].iter().cloned().fold(0.0, f64::max);
+    let mut cuts: Vec<usize> = Vec::new();
+    for i in 1..cwnd.len() {
+        if cwnd[i] < 0.95 * peak(i) && cuts.last().is_none_or(|&c| i > c + 5) {
+            cuts.push(i);
+        }
+    }
     assert!(cuts.len() >= 4, "expected several loss epochs, got {cuts:?}");
     let (c, beta) = (0.4, 0.7);
     let mut checked = 0;
     let mut last_max = 0.0;
     for (n, &i) in cuts.iter().enumerate() {
-        let w_loss = cwnd[i - 1];
+        let w_loss = peak(i);
         let after = cwnd[i..(i + 5).min(cwnd.len())].iter().cloned().fold(f64::MAX, f64::min);
         assert!((after / w_loss - beta).abs() < 0.03, "cut to {after} from {w_loss}: not β = 0.7");
         // RFC 9438 §4.7 fast convergence: a loss below the previous W_max lowers the plateau.

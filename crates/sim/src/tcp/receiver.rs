@@ -13,8 +13,8 @@ use std::collections::VecDeque;
 /// segment if the receive window would not shrink (else at the application's read), in
 /// quick-ack mode (the first 16 ACKs, 16 more after in-order data resumes from a gap longer than
 /// the receiver's RTO or after a duplicate segment, and one while the window grows) or when a
-/// hole closes; otherwise delayed (40 ms, Linux's minimum ATO) while nothing waits out of order,
-/// and compressed while something does. Segments marked `ack_each` (the user-space transports of
+/// hole closes; otherwise delayed (by the ACK timeout, ATO, which Linux adapts: 40 ms to the
+/// receiver's RTT) while nothing waits out of order, and compressed while something does. Segments marked `ack_each` (the user-space transports of
 /// Copa and PCC Vivace) are each acknowledged at once.
 pub struct TcpReceiver {
     pub id: ComponentId,
@@ -41,6 +41,9 @@ pub struct TcpReceiver {
     quickacks: u32,
     /// When in-order data last arrived (Linux's `icsk_ack.lrcvtime`).
     last_in_order_ns: Option<u64>,
+    /// The delayed ACK's timeout (`icsk_ack.ato`): deflated towards ATO_MIN by closely spaced
+    /// data, inflated by data spaced wider and doubled by a delayed ACK that had to fire.
+    ato_ns: u64,
     delack_deadline: Option<u64>,
     /// Out-of-order arrivals since the last ACK, most recent first: what it will SACK.
     news: Sacks,
@@ -71,7 +74,10 @@ pub struct TcpReceiver {
     pub completed_ns: Option<u64>,
 }
 
-const DELACK_NS: u64 = 40_000_000;
+/// TCP_ATO_MIN and TCP_DELACK_MIN (HZ / 25).
+const ATO_MIN_NS: u64 = 40_000_000;
+/// `tcp_send_delayed_ack`'s cap on a bulk receiver's ATO (HZ / 2), before its RTT's.
+const ATO_MAX_NS: u64 = 500_000_000;
 /// Linux's TCP_MAX_QUICKACKS (the receive window never limits it here).
 const QUICKACKS: u32 = 16;
 const RTO_MIN_NS: u64 = 200_000_000;
@@ -107,6 +113,7 @@ impl TcpReceiver {
             rtt_ns: None,
             quickacks: QUICKACKS,
             last_in_order_ns: None,
+            ato_ns: ATO_MIN_NS,
             delack_deadline: None,
             news: Sacks::default(),
             compressed: 0,
@@ -172,6 +179,7 @@ impl TcpReceiver {
         if seq < self.rcv_nxt {
             // tcp_data_queue: a duplicate means an ACK was lost or late; tcp_enter_quickack_mode.
             self.quickacks = self.quickacks.max(QUICKACKS);
+            self.ato_ns = ATO_MIN_NS;
             self.send_ack(ctx);
             return;
         }
@@ -190,12 +198,7 @@ impl TcpReceiver {
             self.ack_check(ctx, now, false);
             return;
         }
-        // tcp_event_data_recv: data resuming after a gap longer than the RTO means the sender
-        // failed to restart its window (a timeout); ACK quickly so that its window reopens.
-        if self.last_in_order_ns.is_some_and(|t| now - t > self.rto_ns) {
-            self.quickacks = self.quickacks.max(QUICKACKS);
-        }
-        self.last_in_order_ns = Some(now);
+        self.on_in_order_arrival(now);
         let filled_hole = self.ooo_count > 0;
         let mut bytes = payload as u64;
         let mut segments = 1;
@@ -238,6 +241,41 @@ impl TcpReceiver {
         self.news.push(seq);
     }
 
+    /// `tcp_event_data_recv` for in-order data: the ATO follows the data's spacing (closely
+    /// spaced data pull it towards ATO_MIN, a gap under it raises it to half of it plus the gap),
+    /// and data resuming after a gap longer than the RTO means the sender failed to restart its
+    /// window (a timeout): ACK quickly so that its window reopens.
+    fn on_in_order_arrival(&mut self, now: u64) {
+        if let Some(last) = self.last_in_order_ns {
+            let gap = now - last;
+            if gap <= ATO_MIN_NS / 2 {
+                self.ato_ns = self.ato_ns / 2 + ATO_MIN_NS / 2;
+            } else if gap < self.ato_ns {
+                self.ato_ns = (self.ato_ns / 2 + gap).min(self.rto_ns);
+            } else if gap > self.rto_ns {
+                self.quickacks = self.quickacks.max(QUICKACKS);
+            }
+        }
+        self.last_in_order_ns = Some(now);
+    }
+
+    /// `tcp_send_delayed_ack`: the ATO, capped for a bulk receiver by its RTT (at least
+    /// TCP_DELACK_MIN); a pending delayed ACK about to fire (within a quarter of the ATO) leaves
+    /// now, else the earlier of the two timeouts stands.
+    fn delay_ack(&mut self, ctx: &mut Ctx, now: u64) {
+        let mut ato = self.ato_ns;
+        if ato > ATO_MIN_NS {
+            let max_ato = self.rtt_ns.map_or(ATO_MAX_NS, |rtt| ATO_MAX_NS.min(rtt.max(ATO_MIN_NS)));
+            ato = ato.min(max_ato);
+        }
+        let timeout = self.wheel.expiry(now, ato);
+        match self.delack_deadline {
+            Some(pending) if pending <= now + ato / 4 => self.send_ack(ctx),
+            Some(pending) if pending <= timeout => {}
+            _ => self.arm(ctx, timeout, Timer::Delack),
+        }
+    }
+
     /// `__tcp_ack_snd_check` after data arrived; `ack_now` is ICSK_ACK_NOW.
     fn ack_check(&mut self, ctx: &mut Ctx, now: u64, ack_now: bool) {
         // More than one full segment unacknowledged (`rcv_nxt - rcv_wup > rcv_mss`), and the
@@ -248,10 +286,7 @@ impl TcpReceiver {
             return;
         }
         if self.ooo_count == 0 {
-            if self.delack_deadline.is_none() {
-                self.arm(ctx, self.wheel.expiry(now, DELACK_NS), Timer::Delack);
-            }
-            return;
+            return self.delay_ack(ctx, now);
         }
         // SACK compression (Linux 4.18+): the first three dupacks per rcv_nxt leave at once, later
         // ones wait for the compressed-ACK timer or the next ACK sent.
@@ -300,8 +335,14 @@ impl TcpReceiver {
         if self.read_deadline.is_some_and(|d| now >= d) {
             self.app_read(ctx, now);
         }
-        // tcp_compressed_ack_kick, then tcp_delack_timer_handler; an ACK sent clears both.
-        if self.comp_deadline.is_some_and(|d| now >= d) || self.delack_deadline.is_some_and(|d| now >= d) {
+        // tcp_compressed_ack_kick, then tcp_delack_timer_handler, which inflates the ATO for a
+        // delayed ACK that had to fire ("Delayed ACK missed"); an ACK sent clears both.
+        let compressed_fired = self.comp_deadline.is_some_and(|d| now >= d);
+        let delack_fired = self.delack_deadline.is_some_and(|d| now >= d);
+        if delack_fired && !compressed_fired {
+            self.ato_ns = (self.ato_ns * 2).min(self.rto_ns);
+        }
+        if compressed_fired || delack_fired {
             self.send_ack(ctx);
         }
         if let Some(t) = self.comp_deadline.into_iter().chain(self.delack_deadline).chain(self.read_deadline).min() {
@@ -590,5 +631,53 @@ mod tests {
         }
         assert!(!arrive(&mut rx, &mut ctx, 119 * MS + 250 * MS, 18), "delayed after 250 ms");
         assert!(arrive(&mut rx, &mut ctx, 119 * MS + 600 * MS, 19), "quick-ack after 350 ms");
+    }
+
+    #[test]
+    fn the_delayed_acks_timeout_adapts_between_40_ms_and_the_rtt() {
+        // A 100 ms path (receiver's RTO 300 ms), past quick-acks, lone segments 200 ms apart:
+        // the first delayed ACK waits TCP_ATO_MIN; each that had to fire doubles the ATO
+        // (tcp_delack_timer_handler), which tcp_send_delayed_ack caps at the RTT. Segments
+        // closely spaced deflate it again (tcp_event_data_recv), towards 40 ms.
+        let mut ctx = Ctx::default();
+        let mut rx = TcpReceiver::new(0, 0, None);
+        rx.handshake_rtt(100 * MS);
+        rx.quickacks = 0;
+        while rx.window.grow(1) {}
+        let mut delays = Vec::new();
+        for (k, seq) in (0..4).enumerate() {
+            let t = k as u64 * 200 * MS;
+            assert!(!arrive(&mut rx, &mut ctx, t, seq));
+            let fired = timers_until(&mut rx, &mut ctx, t + 150 * MS);
+            assert_eq!(fired.len(), 1, "one delayed ACK for segment {seq}");
+            delays.push((fired[0].0 - t) / MS);
+        }
+        // Whole jiffies at 250 Hz: 40 ms is 10 ticks, 80 ms 20, 100 ms 25, each a tick later at most.
+        assert!(matches!(delays[..], [40..=44, 80..=84, 100..=104, 100..=104]), "{delays:?}");
+        // Six segments 1 ms apart (the first 200 ms after the last: ATO 300 ms, the RTO): each
+        // after the first halves it and adds 20 ms, 170, 105, 72.5, 56.3, 48.1 ms.
+        for seq in 4..10 {
+            arrive(&mut rx, &mut ctx, 800 * MS + (seq - 4) as u64 * MS, seq);
+        }
+        assert!(!arrive(&mut rx, &mut ctx, 900 * MS, 10));
+        let fired = timers_until(&mut rx, &mut ctx, 1_000 * MS);
+        assert!((48..=56).contains(&((fired[0].0 - 900 * MS) / MS)), "{fired:?}");
+    }
+
+    #[test]
+    fn a_path_shorter_than_40_ms_keeps_the_40_ms_delayed_ack() {
+        // TCP_DELACK_MIN bounds the RTT's cap from below, so a 20 ms path's ATO, inflated by each
+        // delayed ACK that fires, still waits 40 ms.
+        let mut ctx = Ctx::default();
+        let mut rx = TcpReceiver::new(0, 0, None);
+        rx.handshake_rtt(20 * MS);
+        rx.quickacks = 0;
+        while rx.window.grow(1) {}
+        for k in 0..3u64 {
+            let t = k * 100 * MS;
+            assert!(!arrive(&mut rx, &mut ctx, t, k as u32));
+            let fired = timers_until(&mut rx, &mut ctx, t + 90 * MS);
+            assert!((40..=44).contains(&((fired[0].0 - t) / MS)), "{fired:?}");
+        }
     }
 }
