@@ -14,8 +14,9 @@ use std::collections::VecDeque;
 /// quick-ack mode (the first 16 ACKs, 16 more after in-order data resumes from a gap longer than
 /// the receiver's RTO or after a duplicate segment, and one while the window grows) or when a
 /// hole closes; otherwise delayed (by the ACK timeout, ATO, which Linux adapts: 40 ms to the
-/// receiver's RTT) while nothing waits out of order, and compressed while something does. Segments marked `ack_each` (the user-space transports of
-/// Copa and PCC Vivace) are each acknowledged at once.
+/// receiver's RTT) while nothing waits out of order, and compressed while something does.
+/// Segments marked `ack_each` (the user-space transports of Copa and PCC Vivace) are each
+/// acknowledged at once.
 pub struct TcpReceiver {
     pub id: ComponentId,
     pub flow: u32,
