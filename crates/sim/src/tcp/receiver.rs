@@ -634,6 +634,15 @@ mod tests {
         assert!(arrive(&mut rx, &mut ctx, 119 * MS + 600 * MS, 19), "quick-ack after 350 ms");
     }
 
+    /// A receiver past its start-up quick ACKs, its window grown: a lone segment's ACK is delayed.
+    fn settled(rtt_ns: u64) -> TcpReceiver {
+        let mut rx = TcpReceiver::new(0, 0, None);
+        rx.handshake_rtt(rtt_ns);
+        rx.quickacks = 0;
+        while rx.window.grow(1) {}
+        rx
+    }
+
     #[test]
     fn the_delayed_acks_timeout_adapts_between_40_ms_and_the_rtt() {
         // A 100 ms path (receiver's RTO 300 ms), past quick-acks, lone segments 200 ms apart:
@@ -641,10 +650,7 @@ mod tests {
         // (tcp_delack_timer_handler), which tcp_send_delayed_ack caps at the RTT. Segments
         // closely spaced deflate it again (tcp_event_data_recv), towards 40 ms.
         let mut ctx = Ctx::default();
-        let mut rx = TcpReceiver::new(0, 0, None);
-        rx.handshake_rtt(100 * MS);
-        rx.quickacks = 0;
-        while rx.window.grow(1) {}
+        let mut rx = settled(100 * MS);
         let mut delays = Vec::new();
         for (k, seq) in (0..4).enumerate() {
             let t = k as u64 * 200 * MS;
@@ -670,10 +676,7 @@ mod tests {
         // TCP_DELACK_MIN bounds the RTT's cap from below, so a 20 ms path's ATO, inflated by each
         // delayed ACK that fires, still waits 40 ms.
         let mut ctx = Ctx::default();
-        let mut rx = TcpReceiver::new(0, 0, None);
-        rx.handshake_rtt(20 * MS);
-        rx.quickacks = 0;
-        while rx.window.grow(1) {}
+        let mut rx = settled(20 * MS);
         for k in 0..3u64 {
             let t = k * 100 * MS;
             assert!(!arrive(&mut rx, &mut ctx, t, k as u32));
