@@ -22,6 +22,17 @@ fn tmp(name: &str) -> PathBuf {
     d
 }
 
+/// Runs a root test's `body` in a fresh run directory with the testbed's lock held; afterwards the
+/// directory is removed and no namespace of this process is left.
+fn in_run_dir(name: &str, body: impl FnOnce(&Path)) {
+    require_root();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tmp(name);
+    body(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(namespaces_of(std::process::id()).is_empty());
+}
+
 fn scenario(dir: &Path, placement: &str, enforcer: &str, flows: &str, duration: &str, pcap: bool) -> PathBuf {
     let p = dir.join("scenario.toml");
     let text = format!(
@@ -118,64 +129,61 @@ fn placements_hold_the_rate() {
 #[test]
 #[ignore = "needs root: network namespaces, AF_PACKET and tc; scripts/test.sh runs it with --include-ignored as root"]
 fn mixed_rtts_are_what_each_flow_measures() {
-    require_root();
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tmp("mixed-rtt");
-    let flows = "[[aggregates.flows]]\ncc = \"cubic\"\nrtt = \"10ms\"\ncount = 2\nstart_jitter = \"20ms\"\n\
-                 [[aggregates.flows]]\ncc = \"bbr\"\nrtt = \"60ms\"\ncount = 2\nstart_jitter = \"20ms\"\n";
-    let enforcer = "kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = 25000";
-    let file = scenario(&dir, "middlebox", enforcer, flows, "5s", false);
-    let s = run_ok(&file, &dir);
-    let sim_out = dir.join("sim");
-    let o = Command::new(env!("CARGO_BIN_EXE_ratekit")).args(["sim", "--quiet", "--out"]).arg(&sim_out).arg(&file).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let sim: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(sim_out.join("summary.json")).unwrap()).unwrap();
-    let starts = |s: &serde_json::Value| s["flows"].as_array().unwrap().iter().map(|f| f["start_s"].as_f64().unwrap()).collect::<Vec<_>>();
-    let (linux_starts, sim_starts) = (starts(&s), starts(&sim));
-    println!("flow starts, Linux {linux_starts:?} s, simulator {sim_starts:?} s");
-    assert!(sim_starts.iter().any(|&t| t > 0.002), "the jitter moved some start: {sim_starts:?}");
-    for (l, m) in linux_starts.iter().zip(&sim_starts) {
-        assert!((l - m).abs() < 0.002, "Linux started a flow at {l} s, the simulator at {m} s");
-    }
-    let classes = s["testbed"]["rtt_classes"].as_array().unwrap();
-    assert_eq!(classes.len(), 2, "{s:#}");
-    for (class, rtt, sender) in [(&classes[0], 10.0, "10.199.0.1"), (&classes[1], 60.0, "10.199.0.2")] {
-        assert_eq!((class["rtt_ms"].as_f64().unwrap(), class["sender"].as_str().unwrap(), class["flows"].as_u64()), (rtt, sender, Some(2)));
-        let measured: Vec<f64> = class["measured_min_rtt_ms"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
-        println!("{rtt} ms: measured min RTT lowest, median, highest {measured:?} ms");
-        assert!(measured[0] >= rtt * 0.99 && measured[2] <= rtt * 1.05, "{rtt} ms class measured {measured:?}\n{s:#}");
-    }
-    let tcp = s["testbed"]["flow_tcp"].as_array().unwrap();
-    assert_eq!(tcp.len(), 4, "every TCP flow reports its socket");
-    for (f, t) in s["flows"].as_array().unwrap().iter().zip(tcp) {
-        let want = if f["cc"] == "cubic" { 10.0 } else { 60.0 };
-        assert_eq!(f["rtt_ms"].as_f64().unwrap(), want, "{f}");
-        assert!(f["mean_goodput_bps"].as_f64().unwrap() > 1e5, "{f}");
-        // min_rtt may come from timestamp echoes (1 ms resolution); the smoothed RTT is in µs
-        // and never below the path's, unless frames leave the middlebox early.
-        assert_eq!(t["flow"], f["id"]);
-        assert!(t["srtt_ms"].as_f64().unwrap() >= want * 0.99, "{t}");
-    }
-    // BBR senders read their model of the path (TCP_CC_INFO) as windows closed: a min_rtt of the
-    // path's 60 ms (BBR's own filter: at most a few ms above) and a bandwidth below the 10 Mbit/s
-    // limit's burst; the CUBIC senders have none.
-    let windows = std::fs::read_to_string(dir.join("windows.csv")).unwrap();
-    let mut bbr_rows = 0;
-    for l in windows.lines().skip(1) {
-        let cols: Vec<&str> = l.split(',').collect();
-        let flow: usize = cols[1].parse().unwrap();
-        let is_bbr = s["flows"][flow]["cc"] == "bbr";
-        let (Ok(bw), Ok(min_rtt), Ok(gain)) = (cols[7].parse::<f64>(), cols[8].parse::<f64>(), cols[9].parse::<f64>()) else {
-            assert!(cols[7..].iter().all(|c| c.is_empty()), "{l}");
-            continue;
-        };
-        assert!(is_bbr, "a CUBIC flow with a BBR model: {l}");
-        assert!((0.0..30.0).contains(&bw) && (59.9..66.0).contains(&min_rtt) && (0.3..3.0).contains(&gain), "{l}");
-        bbr_rows += 1;
-    }
-    assert!(bbr_rows >= 2 * 12, "{bbr_rows} BBR readings of 2 flows over 5 s\n{windows}");
-    std::fs::remove_dir_all(&dir).unwrap();
-    assert!(namespaces_of(std::process::id()).is_empty());
+    in_run_dir("mixed-rtt", |dir| {
+        let flows = "[[aggregates.flows]]\ncc = \"cubic\"\nrtt = \"10ms\"\ncount = 2\nstart_jitter = \"20ms\"\n\
+                     [[aggregates.flows]]\ncc = \"bbr\"\nrtt = \"60ms\"\ncount = 2\nstart_jitter = \"20ms\"\n";
+        let enforcer = "kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = 25000";
+        let file = scenario(dir, "middlebox", enforcer, flows, "5s", false);
+        let s = run_ok(&file, dir);
+        let sim_out = dir.join("sim");
+        let o = Command::new(env!("CARGO_BIN_EXE_ratekit")).args(["sim", "--quiet", "--out"]).arg(&sim_out).arg(&file).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let sim: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(sim_out.join("summary.json")).unwrap()).unwrap();
+        let starts = |s: &serde_json::Value| s["flows"].as_array().unwrap().iter().map(|f| f["start_s"].as_f64().unwrap()).collect::<Vec<_>>();
+        let (linux_starts, sim_starts) = (starts(&s), starts(&sim));
+        println!("flow starts, Linux {linux_starts:?} s, simulator {sim_starts:?} s");
+        assert!(sim_starts.iter().any(|&t| t > 0.002), "the jitter moved some start: {sim_starts:?}");
+        for (l, m) in linux_starts.iter().zip(&sim_starts) {
+            assert!((l - m).abs() < 0.002, "Linux started a flow at {l} s, the simulator at {m} s");
+        }
+        let classes = s["testbed"]["rtt_classes"].as_array().unwrap();
+        assert_eq!(classes.len(), 2, "{s:#}");
+        for (class, rtt, sender) in [(&classes[0], 10.0, "10.199.0.1"), (&classes[1], 60.0, "10.199.0.2")] {
+            assert_eq!((class["rtt_ms"].as_f64().unwrap(), class["sender"].as_str().unwrap(), class["flows"].as_u64()), (rtt, sender, Some(2)));
+            let measured: Vec<f64> = class["measured_min_rtt_ms"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+            println!("{rtt} ms: measured min RTT lowest, median, highest {measured:?} ms");
+            assert!(measured[0] >= rtt * 0.99 && measured[2] <= rtt * 1.05, "{rtt} ms class measured {measured:?}\n{s:#}");
+        }
+        let tcp = s["testbed"]["flow_tcp"].as_array().unwrap();
+        assert_eq!(tcp.len(), 4, "every TCP flow reports its socket");
+        for (f, t) in s["flows"].as_array().unwrap().iter().zip(tcp) {
+            let want = if f["cc"] == "cubic" { 10.0 } else { 60.0 };
+            assert_eq!(f["rtt_ms"].as_f64().unwrap(), want, "{f}");
+            assert!(f["mean_goodput_bps"].as_f64().unwrap() > 1e5, "{f}");
+            // min_rtt may come from timestamp echoes (1 ms resolution); the smoothed RTT is in µs
+            // and never below the path's, unless frames leave the middlebox early.
+            assert_eq!(t["flow"], f["id"]);
+            assert!(t["srtt_ms"].as_f64().unwrap() >= want * 0.99, "{t}");
+        }
+        // BBR senders read their model of the path (TCP_CC_INFO) as windows closed: a min_rtt of the
+        // path's 60 ms (BBR's own filter: at most a few ms above) and a bandwidth below the 10 Mbit/s
+        // limit's burst; the CUBIC senders have none.
+        let windows = std::fs::read_to_string(dir.join("windows.csv")).unwrap();
+        let mut bbr_rows = 0;
+        for l in windows.lines().skip(1) {
+            let cols: Vec<&str> = l.split(',').collect();
+            let flow: usize = cols[1].parse().unwrap();
+            let is_bbr = s["flows"][flow]["cc"] == "bbr";
+            let (Ok(bw), Ok(min_rtt), Ok(gain)) = (cols[7].parse::<f64>(), cols[8].parse::<f64>(), cols[9].parse::<f64>()) else {
+                assert!(cols[7..].iter().all(|c| c.is_empty()), "{l}");
+                continue;
+            };
+            assert!(is_bbr, "a CUBIC flow with a BBR model: {l}");
+            assert!((0.0..30.0).contains(&bw) && (59.9..66.0).contains(&min_rtt) && (0.3..3.0).contains(&gain), "{l}");
+            bbr_rows += 1;
+        }
+        assert!(bbr_rows >= 2 * 12, "{bbr_rows} BBR readings of 2 flows over 5 s\n{windows}");
+    });
 }
 
 /// A finite transfer's completion time and goodput count from its own start, jitter included:
@@ -183,21 +191,18 @@ fn mixed_rtts_are_what_each_flow_measures() {
 #[test]
 #[ignore = "needs root: network namespaces, AF_PACKET and tc; scripts/test.sh runs it with --include-ignored as root"]
 fn page_load_times_count_from_each_flows_start() {
-    require_root();
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tmp("pages");
-    let flows = "[[aggregates.flows]]\ncc = \"cubic\"\nrtt = \"10ms\"\ncount = 4\nstart_jitter = \"2s\"\napp = { kind = \"finite\", size = \"20kb\" }\n";
-    let enforcer = "kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = 25000";
-    let s = run_ok(&scenario(&dir, "tc", enforcer, flows, "3s", false), &dir);
-    let flows = s["flows"].as_array().unwrap();
-    assert!(flows.iter().any(|f| f["start_s"].as_f64().unwrap() > 0.5), "the jitter moved some start: {s:#}");
-    for f in flows {
-        let fct = f["fct_s"].as_f64().unwrap_or(f64::NAN);
-        assert!((0.015..0.5).contains(&fct), "a 20 KB page took {fct} s: {f}");
-        assert!(f["mean_goodput_bps"].as_f64().unwrap() > 20_000.0 * 8.0 / 0.5, "{f}");
-    }
-    std::fs::remove_dir_all(&dir).unwrap();
-    assert!(namespaces_of(std::process::id()).is_empty());
+    in_run_dir("pages", |dir| {
+        let flows = "[[aggregates.flows]]\ncc = \"cubic\"\nrtt = \"10ms\"\ncount = 4\nstart_jitter = \"2s\"\napp = { kind = \"finite\", size = \"20kb\" }\n";
+        let enforcer = "kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = 25000";
+        let s = run_ok(&scenario(dir, "tc", enforcer, flows, "3s", false), dir);
+        let flows = s["flows"].as_array().unwrap();
+        assert!(flows.iter().any(|f| f["start_s"].as_f64().unwrap() > 0.5), "the jitter moved some start: {s:#}");
+        for f in flows {
+            let fct = f["fct_s"].as_f64().unwrap_or(f64::NAN);
+            assert!((0.015..0.5).contains(&fct), "a 20 KB page took {fct} s: {f}");
+            assert!(f["mean_goodput_bps"].as_f64().unwrap() > 20_000.0 * 8.0 / 0.5, "{f}");
+        }
+    });
 }
 
 /// The periodic application writes each transfer on its schedule on one connection: three 20,000
@@ -205,17 +210,14 @@ fn page_load_times_count_from_each_flows_start() {
 #[test]
 #[ignore = "needs root: network namespaces, AF_PACKET and tc; scripts/test.sh runs it with --include-ignored as root"]
 fn periodic_transfers_arrive_whole() {
-    require_root();
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tmp("periodic");
-    let flows = "[[aggregates.flows]]\ncc = \"cubic\"\nrtt = \"10ms\"\ncount = 2\napp = { kind = \"periodic\", size = 20000, period = \"500ms\", count = 3 }\n";
-    let enforcer = "kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = 25000";
-    let s = run_ok(&scenario(&dir, "tc", enforcer, flows, "2500ms", false), &dir);
-    for f in s["flows"].as_array().unwrap() {
-        assert_eq!(f["delivered_bytes"].as_u64(), Some(60_000), "{f}");
-    }
-    std::fs::remove_dir_all(&dir).unwrap();
-    assert!(namespaces_of(std::process::id()).is_empty());
+    in_run_dir("periodic", |dir| {
+        let flows = "[[aggregates.flows]]\ncc = \"cubic\"\nrtt = \"10ms\"\ncount = 2\napp = { kind = \"periodic\", size = 20000, period = \"500ms\", count = 3 }\n";
+        let enforcer = "kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = 25000";
+        let s = run_ok(&scenario(dir, "tc", enforcer, flows, "2500ms", false), dir);
+        for f in s["flows"].as_array().unwrap() {
+            assert_eq!(f["delivered_bytes"].as_u64(), Some(60_000), "{f}");
+        }
+    });
 }
 
 
@@ -226,19 +228,16 @@ fn periodic_transfers_arrive_whole() {
 #[test]
 #[ignore = "needs root: network namespaces, AF_PACKET and tc; scripts/test.sh runs it with --include-ignored as root"]
 fn goodput_counts_the_run_not_the_drain_after_it() {
-    require_root();
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tmp("drain");
-    let flows = "[[aggregates.flows]]\ncc = \"cubic\"\nrtt = \"100ms\"\n";
-    let enforcer = "kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = 200000";
-    let s = run_ok(&scenario(&dir, "tc", enforcer, flows, "2s", false), &dir);
-    let delivered = s["flows"][0]["delivered_bytes"].as_u64().unwrap();
-    let windows = std::fs::read_to_string(dir.join("windows.csv")).unwrap();
-    let in_windows: u64 = windows.lines().skip(1).map(|l| l.split(',').nth(3).unwrap().parse::<u64>().unwrap()).sum();
-    assert!(in_windows > 500_000, "the flow hardly ran: {in_windows} bytes in the windows");
-    assert_eq!(delivered, in_windows, "delivered bytes beyond the run's windows");
-    std::fs::remove_dir_all(&dir).unwrap();
-    assert!(namespaces_of(std::process::id()).is_empty());
+    in_run_dir("drain", |dir| {
+        let flows = "[[aggregates.flows]]\ncc = \"cubic\"\nrtt = \"100ms\"\n";
+        let enforcer = "kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = 200000";
+        let s = run_ok(&scenario(dir, "tc", enforcer, flows, "2s", false), dir);
+        let delivered = s["flows"][0]["delivered_bytes"].as_u64().unwrap();
+        let windows = std::fs::read_to_string(dir.join("windows.csv")).unwrap();
+        let in_windows: u64 = windows.lines().skip(1).map(|l| l.split(',').nth(3).unwrap().parse::<u64>().unwrap()).sum();
+        assert!(in_windows > 500_000, "the flow hardly ran: {in_windows} bytes in the windows");
+        assert_eq!(delivered, in_windows, "delivered bytes beyond the run's windows");
+    });
 }
 
 /// Ethertypes of the frames in a little-endian pcap of Ethernet frames (what tcpdump writes here).
@@ -262,16 +261,13 @@ fn ethertypes(pcap: &[u8]) -> Vec<u16> {
 #[test]
 #[ignore = "needs root: network namespaces, AF_PACKET and tc; scripts/test.sh runs it with --include-ignored as root"]
 fn no_arp_crosses_the_delay_line() {
-    require_root();
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tmp("arp");
-    let flows = "[[aggregates.flows]]\ncc = \"cubic\"\nrtt = \"40ms\"\ncount = 2\n";
-    run_ok(&scenario(&dir, "tc", "kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = 25000", flows, "2s", true), &dir);
-    let types = ethertypes(&std::fs::read(dir.join("sender.pcap")).unwrap());
-    assert!(types.iter().filter(|&&t| t == 0x0800).count() > 100, "the capture holds the run: {} frames", types.len());
-    assert_eq!(types.iter().filter(|&&t| t == 0x0806).count(), 0, "ARP frames in the sender's capture");
-    std::fs::remove_dir_all(&dir).unwrap();
-    assert!(namespaces_of(std::process::id()).is_empty());
+    in_run_dir("arp", |dir| {
+        let flows = "[[aggregates.flows]]\ncc = \"cubic\"\nrtt = \"40ms\"\ncount = 2\n";
+        run_ok(&scenario(dir, "tc", "kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = 25000", flows, "2s", true), dir);
+        let types = ethertypes(&std::fs::read(dir.join("sender.pcap")).unwrap());
+        assert!(types.iter().filter(|&&t| t == 0x0800).count() > 100, "the capture holds the run: {} frames", types.len());
+        assert_eq!(types.iter().filter(|&&t| t == 0x0806).count(), 0, "ARP frames in the sender's capture");
+    });
 }
 
 /// A 30 s run that a failing test does not leave behind: on drop it is killed if still
