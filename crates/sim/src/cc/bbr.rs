@@ -9,6 +9,7 @@
 //! ACKs (a receiver acknowledging a line-rate burst at its read) raise BBR's cwnd by their size.
 
 use crate::cc::conn::{CaState, Conn, RateSample};
+use crate::cc::win_max::WinMax;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -18,7 +19,7 @@ const CWND_GAIN: f64 = 2.0;
 const PACING_GAINS: [f64; 8] = [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
 /// Random start phase: any but the 3/4 drain phase (`bbr_cycle_rand` = 7).
 const CYCLE_RAND: u32 = 7;
-const BW_WINDOW_ROUNDS: usize = 10;
+const BW_WINDOW_ROUNDS: u64 = 10;
 const MIN_RTT_WINDOW_NS: u64 = 10_000_000_000;
 const PROBE_RTT_NS: u64 = 200_000_000;
 const CWND_MIN_TARGET: u32 = 4;
@@ -63,8 +64,8 @@ pub struct Bbr {
     min_rtt_stamp: u64,
     probe_rtt_done_stamp: Option<u64>,
     probe_rtt_round_done: bool,
-    /// Max delivery rate per round (segments/s) for the last 10 rounds.
-    bw_rounds: [(u64, f64); BW_WINDOW_ROUNDS],
+    /// Windowed max of the delivery rate (segments/s) over 10 rounds, as Linux ages it.
+    bw_filter: WinMax,
     rtt_cnt: u64,
     next_rtt_delivered: u64,
     round_start: bool,
@@ -105,7 +106,7 @@ impl Bbr {
             min_rtt_stamp: 0,
             probe_rtt_done_stamp: None,
             probe_rtt_round_done: false,
-            bw_rounds: [(0, 0.0); BW_WINDOW_ROUNDS],
+            bw_filter: WinMax::default(),
             rtt_cnt: 0,
             next_rtt_delivered: 0,
             round_start: false,
@@ -152,11 +153,7 @@ impl Bbr {
 
     /// Windowed max of the delivery rate (segments/s).
     fn max_bw(&self) -> f64 {
-        self.bw_rounds
-            .iter()
-            .filter(|(r, _)| *r + BW_WINDOW_ROUNDS as u64 > self.rtt_cnt)
-            .map(|(_, b)| *b)
-            .fold(0.0, f64::max)
+        self.bw_filter.get()
     }
 
     fn bw(&self) -> f64 {
@@ -272,12 +269,7 @@ impl Bbr {
         self.lt_bw_sampling(c, rs);
         let bw = rs.delivered as f64 / (rs.interval_ns as f64 * 1e-9);
         if !rs.is_app_limited || bw >= self.max_bw() {
-            let slot = &mut self.bw_rounds[(self.rtt_cnt % BW_WINDOW_ROUNDS as u64) as usize];
-            if slot.0 != self.rtt_cnt {
-                *slot = (self.rtt_cnt, bw);
-            } else if bw > slot.1 {
-                slot.1 = bw;
-            }
+            self.bw_filter.update(BW_WINDOW_ROUNDS, self.rtt_cnt, bw);
         }
     }
 
@@ -558,7 +550,7 @@ mod tests {
         bbr.init(&c);
         bbr.full_bw_reached = true;
         bbr.mode = Mode::ProbeBw;
-        bbr.bw_rounds[0] = (0, 1000.0);
+        bbr.bw_filter.update(BW_WINDOW_ROUNDS, 0, 1000.0);
         for _ in 0..acks {
             c.now_ns += size as u64 * 1_000_000;
             c.delivered += size as u64;
@@ -573,5 +565,28 @@ mod tests {
         assert_eq!(allowance(1, 50), 1, "one segment a millisecond: no aggregation beyond the ACK itself");
         assert_eq!(allowance(10, 5), 10, "ten segments every 10 ms: ten segments of allowance");
         assert_eq!(allowance(60, 2), 40, "at most a cwnd");
+    }
+
+    #[test]
+    fn a_probe_rtt_longer_than_the_bandwidth_window_keeps_the_bandwidth() {
+        // ProbeRTT holds four segments in flight for 200 ms: 20 rounds on a 10 ms path, twice
+        // the filter's window. Its samples are app-limited and far below the estimate.
+        let mut bbr = Bbr::new(1);
+        let mut c = Conn::new(40, 1448);
+        bbr.init(&c);
+        bbr.bw_filter.update(BW_WINDOW_ROUNDS, 0, 4000.0);
+        for _ in 0..20 {
+            let prior_delivered = c.delivered;
+            c.delivered += 4;
+            let rs = RateSample { delivered: 4, interval_ns: 10_000_000, prior_delivered, is_app_limited: true, ..RateSample::default() };
+            bbr.update_bw(&c, &rs);
+        }
+        assert_eq!(bbr.rtt_cnt, 20);
+        assert_eq!(bbr.max_bw(), 4000.0, "no sample entered the filter, so nothing aged out of it");
+        let prior_delivered = c.delivered;
+        c.delivered += 38;
+        let rs = RateSample { delivered: 38, interval_ns: 10_000_000, prior_delivered, ..RateSample::default() };
+        bbr.update_bw(&c, &rs);
+        assert_eq!(bbr.max_bw(), 3800.0, "the first full sample after the window replaces the estimate");
     }
 }

@@ -11,6 +11,7 @@ pub mod cubic;
 pub mod reno;
 pub mod vegas;
 pub mod vivace;
+pub mod win_max;
 
 pub use conn::{CaState, Conn, RateSample};
 use ratekit_lab::scenario::CcKind;

@@ -1180,26 +1180,35 @@ mod tests {
     #[test]
     fn bbr_marks_what_it_sends_in_probe_rtt_app_limited() {
         // bbr_update_min_rtt sets tp->app_limited in ProbeRTT: the four-segment flight is not
-        // the path's rate. A backlogged flow is otherwise app-limited only in its first flight.
+        // the path's rate. The mark holds until that flight is delivered, so what BBR sends in
+        // the round after ProbeRTT is app-limited too (tcp_rate_skb_sent); a backlogged flow is
+        // otherwise app-limited only in its first flight.
+        const RTT_NS: u64 = 20_000_000;
         let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Bbr, 1), App::Backlogged);
         let mut rx = TcpReceiver::new(RECEIVER, 0, None);
-        let (mut in_probe_rtt, mut marked, mut marked_elsewhere) = (0, 0, 0);
-        run_path(&mut tx, &mut rx, 20e6, 20_000_000, 10_600_000_000, |tx, event| {
+        let (mut in_probe_rtt, mut marked, mut last_probe_rtt_send, mut marked_elsewhere) = (0, 0, None, 0);
+        run_path(&mut tx, &mut rx, 20e6, RTT_NS, 10_600_000_000, |tx, event| {
             if let Event::Send(p) = event {
                 let app_limited = tx.segs[(p.seq - tx.conn.snd_una) as usize].app_limited;
                 match &tx.cc {
                     Cc::Bbr(b) if b.mode == crate::cc::bbr::Mode::ProbeRtt => {
                         in_probe_rtt += 1;
                         marked += app_limited as u32;
+                        last_probe_rtt_send = Some(tx.last_send_ns);
                     }
-                    _ => marked_elsewhere += app_limited as u32,
+                    _ => {
+                        let round_after_probe_rtt = last_probe_rtt_send.is_some_and(|t| tx.last_send_ns <= t + 2 * RTT_NS);
+                        if p.seq >= INIT_CWND && !round_after_probe_rtt {
+                            marked_elsewhere += app_limited as u32;
+                        }
+                    }
                 }
             }
             true
         });
         assert!(in_probe_rtt > 20, "{in_probe_rtt} segments sent in ProbeRTT");
         assert_eq!(marked, in_probe_rtt, "every segment sent in ProbeRTT is app-limited");
-        assert!(marked_elsewhere < in_probe_rtt, "{marked_elsewhere} app-limited outside ProbeRTT");
+        assert_eq!(marked_elsewhere, 0, "app-limited segments beyond the first flight and the round after ProbeRTT");
     }
 
     #[test]
