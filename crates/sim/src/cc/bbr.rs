@@ -64,6 +64,8 @@ pub struct Bbr {
     min_rtt_stamp: u64,
     probe_rtt_done_stamp: Option<u64>,
     probe_rtt_round_done: bool,
+    /// Restarting from an application-limited idle period, until the restart delivers data.
+    idle_restart: bool,
     /// Windowed max of the delivery rate (segments/s) over 10 rounds, as Linux ages it.
     bw_filter: WinMax,
     rtt_cnt: u64,
@@ -106,6 +108,7 @@ impl Bbr {
             min_rtt_stamp: 0,
             probe_rtt_done_stamp: None,
             probe_rtt_round_done: false,
+            idle_restart: false,
             bw_filter: WinMax::default(),
             rtt_cnt: 0,
             next_rtt_delivered: 0,
@@ -453,7 +456,7 @@ impl Bbr {
                 self.min_rtt_stamp = c.now_ns;
             }
         }
-        if expired && self.mode != Mode::ProbeRtt {
+        if expired && !self.idle_restart && self.mode != Mode::ProbeRtt {
             self.mode = Mode::ProbeRtt;
             self.save_cwnd(c);
             self.probe_rtt_done_stamp = None;
@@ -469,22 +472,52 @@ impl Bbr {
                     self.probe_rtt_round_done = false;
                     self.next_rtt_delivered = c.delivered;
                 }
-                Some(done) => {
+                Some(_) => {
                     if self.round_start {
                         self.probe_rtt_round_done = true;
                     }
-                    if self.probe_rtt_round_done && c.now_ns > done {
-                        self.min_rtt_stamp = c.now_ns;
-                        c.cwnd = c.cwnd.max(self.prior_cwnd);
-                        if self.full_bw_reached {
-                            self.reset_probe_bw_mode(c);
-                        } else {
-                            self.mode = Mode::Startup;
-                        }
+                    if self.probe_rtt_round_done {
+                        self.check_probe_rtt_done(c);
                     }
                 }
                 None => {}
             }
+        }
+        if rs.delivered > 0 {
+            self.idle_restart = false;
+        }
+    }
+
+    /// `bbr_check_probe_rtt_done`: ProbeRTT's 200 ms are over, so the cwnd comes back and the
+    /// next min_rtt probe is 10 s away.
+    fn check_probe_rtt_done(&mut self, c: &mut Conn) {
+        if !self.probe_rtt_done_stamp.is_some_and(|done| c.now_ns > done) {
+            return;
+        }
+        self.min_rtt_stamp = c.now_ns;
+        c.cwnd = c.cwnd.max(self.prior_cwnd);
+        if self.full_bw_reached {
+            self.reset_probe_bw_mode(c);
+        } else {
+            self.mode = Mode::Startup;
+        }
+    }
+
+    /// `bbr_cwnd_event(CA_EVENT_TX_START)`: the first transmission with nothing in flight. After
+    /// an application-limited idle period BBR starts a new ACK epoch, paces at the estimated
+    /// bandwidth rather than a probing or draining gain, ends a ProbeRTT whose time is up, and
+    /// does not start one before the restart has delivered data.
+    pub fn on_tx_start(&mut self, c: &mut Conn) {
+        if c.app_limited == 0 {
+            return;
+        }
+        self.idle_restart = true;
+        self.ack_epoch_start_ns = c.now_ns;
+        self.ack_epoch_acked = 0;
+        match self.mode {
+            Mode::ProbeBw => self.set_pacing_rate(self.bw(), 1.0),
+            Mode::ProbeRtt => self.check_probe_rtt_done(c),
+            _ => {}
         }
     }
 
@@ -588,5 +621,36 @@ mod tests {
         let rs = RateSample { delivered: 38, interval_ns: 10_000_000, prior_delivered, ..RateSample::default() };
         bbr.update_bw(&c, &rs);
         assert_eq!(bbr.max_bw(), 3800.0, "the first full sample after the window replaces the estimate");
+    }
+
+    #[test]
+    fn a_restart_from_idle_paces_at_the_estimate_and_defers_probe_rtt_until_data_is_delivered() {
+        let mut bbr = Bbr::new(1);
+        let mut c = Conn { min_rtt_ns: 20_000_000, srtt_ns: 20_000_000, ..Conn::new(40, 1448) };
+        bbr.init(&c);
+        bbr.full_bw_reached = true;
+        bbr.bw_filter.update(BW_WINDOW_ROUNDS, 0, 1000.0);
+        bbr.reset_probe_bw_mode(&c);
+        bbr.cycle_idx = 0;
+        bbr.set_pacing_rate(bbr.bw(), PACING_GAINS[0]);
+        let at_estimate = 1000.0 * 1448.0 * PACING_MARGIN;
+        c.now_ns = 11_000_000_000;
+        bbr.on_tx_start(&mut c);
+        assert!(!bbr.idle_restart, "a sender that was not application-limited did not idle");
+        assert!(bbr.pacing_rate > at_estimate, "still probing at 5/4");
+        c.mark_app_limited(0);
+        bbr.on_tx_start(&mut c);
+        assert_eq!(bbr.pacing_rate, at_estimate, "the restart paces at the estimate");
+        assert_eq!(bbr.ack_epoch_start_ns, c.now_ns, "a new ACK epoch");
+        // min_rtt is 11 s old: only a delivery ends the restart and lets ProbeRTT begin.
+        let nothing_delivered = RateSample { delivered: 0, rtt_ns: Some(25_000_000), ..RateSample::default() };
+        bbr.update_min_rtt(&mut c, &nothing_delivered);
+        assert_eq!(bbr.mode, Mode::ProbeBw);
+        let delivered = RateSample { delivered: 1, ..nothing_delivered };
+        bbr.update_min_rtt(&mut c, &delivered);
+        assert!(!bbr.idle_restart);
+        c.now_ns += MIN_RTT_WINDOW_NS + 1;
+        bbr.update_min_rtt(&mut c, &delivered);
+        assert_eq!(bbr.mode, Mode::ProbeRtt, "with the restart over, an expired min_rtt starts ProbeRTT");
     }
 }

@@ -132,10 +132,13 @@ impl Cc {
         matches!(self, Cc::Copa(_) | Cc::Vivace(_))
     }
 
-    /// Restart after idle (`CA_EVENT_TX_START`).
-    pub fn on_tx_start(&mut self, now_ns: u64, idle_since_ns: u64) {
-        if let Cc::Cubic(x) = self {
-            x.on_tx_start(now_ns, idle_since_ns)
+    /// Restart after idle (`CA_EVENT_TX_START`): `c.now_ns` is the restart, `idle_since_ns` the
+    /// last transmission before it.
+    pub fn on_tx_start(&mut self, c: &mut Conn, idle_since_ns: u64) {
+        match self {
+            Cc::Cubic(x) => x.on_tx_start(c.now_ns, idle_since_ns),
+            Cc::Bbr(x) => x.on_tx_start(c),
+            _ => {}
         }
     }
 }

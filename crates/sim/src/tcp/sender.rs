@@ -920,7 +920,8 @@ impl TcpSender {
             return;
         }
         let idle = now.saturating_sub(self.last_send_ns);
-        self.cc.on_tx_start(now, self.last_send_ns);
+        self.refresh_conn(now);
+        self.cc.on_tx_start(&mut self.conn, self.last_send_ns);
         if idle > self.rto_ns {
             let restart = INIT_CWND.min(self.conn.cwnd);
             let mut cwnd = self.conn.cwnd;
