@@ -1,6 +1,7 @@
 //! BBR v1 as in net/ipv4/tcp_bbr.c (Linux 5.1 to 6.x): Startup (gain 2/ln2), Drain, ProbeBW with
 //! the eight-phase pacing-gain cycle (5/4, 3/4, 1 × 6) entered at a random phase, ProbeRTT (cwnd
-//! 4 for 200 ms and one round when min_rtt is 10 s old), pacing at gain·bw·(1 − 1 %), cwnd =
+//! 4 for 200 ms and one round when min_rtt is 10 s old, not while restarting from idle), bw the
+//! 10-round windowed maximum as lib/win_minmax.c ages it, pacing at gain·bw·(1 − 1 %), cwnd =
 //! gain·BDP + the ACK-aggregation allowance + the quantisation budget, packet conservation in the
 //! first recovery round, and the long-term bandwidth ("policer") mode: two consecutive
 //! 4..16-round intervals with ≥ 20 % loss and delivery rates within 1/8 (or 4 kbit/s) set bw =
