@@ -1213,6 +1213,32 @@ mod tests {
     }
 
     #[test]
+    fn bbr_leaves_probe_rtt_at_the_rate_it_entered_it() {
+        // On a 10 ms path ProbeRTT's 200 ms are 20 rounds, twice BBR's bandwidth window: the
+        // estimate, and with it the pacing rate, must survive them (Linux's win_minmax ages only
+        // on insertion), not restart from the four-segment flight's rate. Over 100 ms, more than
+        // a gain cycle, the highest pacing rate after ProbeRTT matches the highest before it.
+        const RATE_BPS: f64 = 20e6;
+        const SPAN_NS: u64 = 100_000_000;
+        let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Bbr, 1), App::Backlogged);
+        let mut rx = TcpReceiver::new(RECEIVER, 0, None);
+        let mut samples = Vec::new();
+        run_path(&mut tx, &mut rx, RATE_BPS, 10_000_000, 10_700_000_000, |tx, _| {
+            let Cc::Bbr(b) = &tx.cc else { unreachable!() };
+            samples.push((tx.last_send_ns, b.mode == crate::cc::bbr::Mode::ProbeRtt, tx.pacing_rate().expect("BBR paces")));
+            true
+        });
+        let entered = samples.iter().find(|s| s.1).expect("ProbeRTT ran").0;
+        let left = samples.iter().rev().find(|s| s.1).expect("ProbeRTT ran").0;
+        assert!(samples.last().is_some_and(|s| !s.1 && s.0 > left + SPAN_NS), "ProbeRTT ended");
+        let highest = |from: u64, to: u64| samples.iter().filter(|s| !s.1 && (from..to).contains(&s.0)).map(|s| s.2).fold(0.0, f64::max);
+        let before = highest(entered - SPAN_NS, entered);
+        let after = highest(left, left + SPAN_NS);
+        assert!(before > RATE_BPS / 8.0, "paced at up to {before} B/s before ProbeRTT");
+        assert!(after >= 0.9 * before, "after ProbeRTT paced at up to {after} B/s, before it {before}");
+    }
+
+    #[test]
     fn without_pacing_cubic_sends_ack_clocked_bursts() {
         let sends = run_flow(CcKind::Cubic, false, 20e6, 20_000_000, Some(300), 3_000_000_000);
         // The initial window leaves at once, one RTT after the SYN (plus the SYN's 24 µs on the
