@@ -134,6 +134,35 @@ fn the_detector_table_runs_quick_with_failing_controls() {
     assert!(out.join("report.html").is_file());
 }
 
+/// 000 Table 1 / Fig. 7 end to end, with fewer packets per pass: every claim and its control
+/// are numbers and every run reports its time per packet. Whether a claim holds is a timing on
+/// this machine, which tests do not assert (DEVELOPERS.md).
+#[test]
+fn the_cost_table_times_every_enforcer_and_judges_each_claim_and_control() {
+    let dir = tempfile::tempdir().unwrap();
+    let scen = dir.path().join("scenarios");
+    std::fs::create_dir_all(&scen).unwrap();
+    let text = std::fs::read_to_string(paper_dir().join("000-table1-fig7-cost.toml")).unwrap();
+    std::fs::write(scen.join("000-table1-fig7-cost.toml"), text.replacen("packets = 1000000", "packets = 20000", 1)).unwrap();
+    let out = dir.path().join("out");
+    let o = reproduce(&["--quick", "--only", "000-table1", "--quiet", "--scenarios", scen.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("claims.json")).unwrap()).unwrap();
+    let s = &json["scenarios"][0];
+    let claims = s["claims"].as_array().unwrap();
+    assert_eq!(claims.len(), 4);
+    for c in claims {
+        assert!(c["ratekit"].as_f64().is_some_and(|v| v > 0.0) && c["control"]["ratekit"].as_f64().is_some_and(|v| v > 0.0), "{c}");
+    }
+    let runs = s["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4);
+    for r in runs {
+        assert!(r["cost"]["ns_per_packet"].as_f64().is_some_and(|v| v > 0.0), "{r}");
+    }
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("| run | ns per packet | × token bucket | wall s |"), "{md}");
+}
+
 #[test]
 fn bad_scenario_files_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();

@@ -531,6 +531,53 @@ pub fn run(args: &BenchOptions, progress: &dyn Progress) -> anyhow::Result<Strin
     Ok(table)
 }
 
+/// The enforcers [`relative_cost`] measures: every contender of the table and `shaper` (the
+/// 16-queue DRR shaper on its timing wheel, woken every 32 arrivals as a batching data plane is).
+pub fn cost_enforcers() -> Vec<&'static str> {
+    contenders().iter().map(|c| c.name).chain(["shaper"]).collect()
+}
+
+/// One enforcer's cost per packet against the token bucket's on the same arrivals, for a claim
+/// judged by `ratekit reproduce` (000 Table 1 and Fig. 7 count CPU cycles per packet, a policer's
+/// among them). The two are timed back to back in every repetition, so a machine that slows down
+/// slows both; the figure is the median of the per-repetition ratios.
+pub struct RelativeCost {
+    pub ratio: f64,
+    pub ns: f64,
+    pub token_bucket_ns: f64,
+}
+
+pub fn relative_cost(enforcer: &str, aggregates: u32, packets: usize, reps: usize, seed: u64) -> anyhow::Result<RelativeCost> {
+    let all = contenders();
+    let find = |name: &str| all.iter().find(|c| c.name == name);
+    let token_bucket = find("token_bucket").expect("the baseline is a contender");
+    let contender = match enforcer {
+        "shaper" => None,
+        name => Some(find(name).ok_or_else(|| anyhow::anyhow!("enforcer: '{name}' is not one of {}", cost_enforcers().join(", ")))?),
+    };
+    let rate = Rate::from_bits_per_sec(10_000_000);
+    let time_one = |c: &Contender| -> anyhow::Result<f64> {
+        let cfg = EnforcerConfig::from_toml(&c.toml).with_context(|| format!("bench config for {}", c.name))?;
+        let arr = arrivals(seed, aggregates, c.flows, c.classes, packets, rate);
+        let bench = Bench { n: aggregates, arr: &arr, warmup_laps: 1 };
+        Ok(with_policer!(c.name, &cfg, bench, time)?.0)
+    };
+    let shaper_cfg = shaper_config()?;
+    let shaper_arr = arrivals(seed, aggregates, FLOWS_PER_AGGREGATE, Classes::PerPacket, packets, rate);
+    let (mut ratios, mut ns, mut tb) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..reps.max(1) {
+        let base = time_one(token_bucket)?;
+        let x = match contender {
+            Some(c) => time_one(c)?,
+            None => time_shaper(&shaper_cfg, &shaper_arr, 1, SHAPER_BATCHES[0])?.per_arrival_ns,
+        };
+        ratios.push(x / base);
+        ns.push(x);
+        tb.push(base);
+    }
+    Ok(RelativeCost { ratio: median(ratios), ns: median(ns), token_bucket_ns: median(tb) })
+}
+
 fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()

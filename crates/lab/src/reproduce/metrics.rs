@@ -24,6 +24,8 @@ pub struct RunResult {
     pub sketch: Option<SketchStats>,
     /// Set for a `kind = "detect"` run (detect.rs): one verdict per judged segment.
     pub detect: Option<Vec<DetectVerdict>>,
+    /// Set for a `kind = "cost"` run (cost.rs): ns per packet over the token bucket's, and the ns.
+    pub cost: Option<(f64, f64)>,
 }
 
 /// What a sketch-accuracy run measured, per packet arrival.
@@ -118,6 +120,9 @@ pub enum Metric {
     /// Fraction of a detect run's judged segments not found policed (Table 3's accuracy for
     /// the classes D-H, where nothing polices).
     DetectNotPoliced,
+    /// A cost run's time per packet over the token bucket's on the same arrivals (000 Table 1,
+    /// Fig. 7); with `over_run`, one enforcer's over another's.
+    CostPerPacket,
     /// |estimated / configured rate − 1| over the segments found policed of traces a policer
     /// made: `rate_error_mean`, `rate_error_p50`.
     RateError(Stat),
@@ -183,6 +188,7 @@ impl Metric {
             "sketch_misestimation" => Metric::SketchMisestimation,
             "detect_policed" => Metric::DetectPoliced,
             "detect_not_policed" => Metric::DetectNotPoliced,
+            "cost_per_packet" => Metric::CostPerPacket,
             "flow_unfairness" => Metric::FlowUnfairness,
             "udp_loss" => Metric::UdpLoss,
             "share" => Metric::Share,
@@ -205,7 +211,7 @@ impl Metric {
                     st => Metric::Delay(st),
                 },
                 _ => bail!(
-                    "unknown metric '{s}' (throughput_STAT, burst_STAT, wire_STAT, wire_burst_STAT, jain_STAT, jain_all_STAT, unfairness_STAT, flow_unfairness, udp_loss, drop_rate, share, goodput, ratio, span_ratio, fct_spread, fct_STAT, utilization, delay_STAT, class_loss, sketch_error_STAT, sketch_misestimation, detect_policed, detect_not_policed, rate_error_STAT, estimate_error_STAT, video_join_STAT, video_rebuffer_STAT, video_bitrate_STAT, video_rung_STAT)"
+                    "unknown metric '{s}' (throughput_STAT, burst_STAT, wire_STAT, wire_burst_STAT, jain_STAT, jain_all_STAT, unfairness_STAT, flow_unfairness, udp_loss, drop_rate, share, goodput, ratio, span_ratio, fct_spread, fct_STAT, utilization, delay_STAT, class_loss, sketch_error_STAT, sketch_misestimation, detect_policed, detect_not_policed, cost_per_packet, rate_error_STAT, estimate_error_STAT, video_join_STAT, video_rebuffer_STAT, video_bitrate_STAT, video_rung_STAT)"
                 ),
             },
         })
@@ -274,6 +280,7 @@ impl RunResult {
             udp_offered,
             sketch: None,
             detect: None,
+            cost: None,
         }
     }
 
@@ -283,6 +290,10 @@ impl RunResult {
 
     pub fn detected(summary: Summary, verdicts: Vec<DetectVerdict>) -> Self {
         RunResult { detect: Some(verdicts), ..Self::offline(summary) }
+    }
+
+    pub fn costed(summary: Summary, over_token_bucket: f64, ns: f64) -> Self {
+        RunResult { cost: Some((over_token_bucket, ns)), ..Self::offline(summary) }
     }
 
     /// A run without flows or windows, whose network metrics have no samples.
@@ -296,6 +307,7 @@ impl RunResult {
             udp_offered: Vec::new(),
             sketch: None,
             detect: None,
+            cost: None,
         }
     }
 
@@ -566,6 +578,7 @@ impl RunResult {
             }
             Metric::SketchError(stat) => self.sketch.as_ref().map_or(f64::NAN, |s| apply_stat(stat, s.errors.clone())),
             Metric::SketchMisestimation => self.sketch.as_ref().map_or(f64::NAN, |s| s.misestimated_fraction),
+            Metric::CostPerPacket => self.cost.map_or(f64::NAN, |(ratio, _)| ratio),
             Metric::Fct(stat) => apply_stat(stat, self.fcts(sel)),
             Metric::Video(field, stat) => apply_stat(stat, self.video_values(field, sel)),
             Metric::DetectPoliced => self.policed_fraction(),
@@ -655,6 +668,7 @@ mod tests {
             udp_offered: vec![None; n],
             sketch: None,
             detect: None,
+            cost: None,
         }
     }
 

@@ -3,8 +3,9 @@
 //! (docs/reproduce.md). The simulator, the trace generator and the detector sit above this
 //! crate, so whoever drives a reproduction hands them in (`run::Simulate`, `detect::Judge`).
 //!
-//! Imports go one way: selector <- metrics <- sketch, detect <- spec <- report <- run.
+//! Imports go one way: selector <- metrics <- sketch, detect, cost <- spec <- report <- run.
 
+pub mod cost;
 pub mod detect;
 pub mod metrics;
 pub mod report;

@@ -132,9 +132,18 @@ pub struct RunInfo {
     /// A detect run's judged segments and how many were found policed (the fractions' counts).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detect: Option<DetectCounts>,
+    /// A cost run's ns per packet and that over the token bucket's in the same repetitions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<CostInfo>,
     /// A run with video sessions: their mean join and rebuffer times (s) and mean bitrate (bit/s).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub video: Option<[f64; 3]>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct CostInfo {
+    pub ns_per_packet: f64,
+    pub over_token_bucket: f64,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -189,6 +198,7 @@ impl ScenarioResult {
                             judged: vs.len(),
                             policed: vs.iter().filter(|v| v.policed).count(),
                         }),
+                        cost: r.cost.map(|(over_token_bucket, ns_per_packet)| CostInfo { ns_per_packet, over_token_bucket }),
                         video: m("video_join_mean").map(|join| {
                             [join, m("video_rebuffer_mean").unwrap_or(f64::NAN), m("video_bitrate_mean").unwrap_or(f64::NAN)]
                         }),
@@ -433,6 +443,8 @@ pub fn write(out: &Path, scenarios: &[ScenarioResult], quick: bool, wall_s: f64)
         }
         if s.runs.iter().any(|r| r.detect.is_some()) {
             write_detect_runs(&mut md, &s.runs)?;
+        } else if s.runs.iter().any(|r| r.cost.is_some()) {
+            write_cost_runs(&mut md, &s.runs)?;
         } else {
             write_sim_runs(&mut md, &s.runs)?;
         }
@@ -475,6 +487,16 @@ fn write_detect_runs(md: &mut String, runs: &[RunInfo]) -> std::fmt::Result {
     for r in runs {
         let (judged, policed) = r.detect.map_or((0, 0), |d| (d.judged, d.policed));
         writeln!(md, "| {} | {:.0} | {} | {judged} | {policed} | {:.1} |", r.label, r.simulated_s, r.events, r.wall_seconds)?;
+    }
+    Ok(())
+}
+
+fn write_cost_runs(md: &mut String, runs: &[RunInfo]) -> std::fmt::Result {
+    writeln!(md, "\nRuns (timed on this machine after every simulation; ns per packet, and over the token bucket's in the same repetitions):\n")?;
+    writeln!(md, "| run | ns per packet | × token bucket | wall s |\n|---|---|---|---|")?;
+    for r in runs {
+        let (ns, ratio) = r.cost.map_or((None, None), |c| (Some(c.ns_per_packet), Some(c.over_token_bucket)));
+        writeln!(md, "| {} | {} | {} | {:.1} |", r.label, num(ns), num(ratio), r.wall_seconds)?;
     }
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! A whole reproduction: the paper files' runs in parallel, then every claim and figure.
 
+use super::cost;
 use super::detect::{self, Judge};
 use super::metrics::{Metric, RunResult, Span};
 use super::report::{self, ClaimResult, Outcome, ScenarioResult};
@@ -69,28 +70,28 @@ impl Reproduction {
         progress.start(1000, "reproduce");
         let done = std::sync::Mutex::new(0.0f64);
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads.unwrap_or(0)).build()?;
-        // Largest first, so the last job to finish is a short one.
-        let mut order: Vec<usize> = (0..jobs.len()).collect();
+        let step = |j: &Job, r: anyhow::Result<RunResult>| {
+            let mut d = done.lock().expect("progress lock");
+            *d += j.cost();
+            progress.set((*d / total * 1000.0) as u64);
+            progress.message(&j.name);
+            r.with_context(|| j.name.clone())
+        };
+        // Largest first, so the last job to finish is a short one. Cost runs time the machine,
+        // so they wait until the simulations are done and then run one at a time.
+        let mut order: Vec<usize> = (0..jobs.len()).filter(|&i| !matches!(jobs[i].work, Work::Cost(_))).collect();
         order.sort_by(|&a, &b| jobs[b].cost().total_cmp(&jobs[a].cost()));
-        let computed: Vec<(usize, anyhow::Result<RunResult>)> = pool.install(|| {
-            order
-                .par_iter()
-                .map(|&i| {
-                    let j = &jobs[i];
-                    let r = match &j.work {
-                        Work::Sim(r) => simulate(r, r.scenario.seed).map(|(summary, series)| RunResult::simulated(r, summary, series)),
-                        Work::Sketch(s) => sketch::run(&j.name, s),
-                        Work::Detect(d) => detect::run(&j.name, d, judge),
-                    }
-                    .with_context(|| j.name.clone());
-                    let mut d = done.lock().expect("progress lock");
-                    *d += j.cost();
-                    progress.set((*d / total * 1000.0) as u64);
-                    progress.message(&j.name);
-                    (i, r)
-                })
-                .collect()
-        });
+        let execute = |j: &Job| match &j.work {
+            Work::Sim(r) => simulate(r, r.scenario.seed).map(|(summary, series)| RunResult::simulated(r, summary, series)),
+            Work::Sketch(s) => sketch::run(&j.name, s),
+            Work::Detect(d) => detect::run(&j.name, d, judge),
+            Work::Cost(c) => cost::run(&j.name, c),
+        };
+        let mut computed: Vec<(usize, anyhow::Result<RunResult>)> =
+            pool.install(|| order.par_iter().map(|&i| (i, step(&jobs[i], execute(&jobs[i])))).collect());
+        for (i, j) in jobs.iter().enumerate().filter(|(_, j)| matches!(j.work, Work::Cost(_))) {
+            computed.push((i, step(j, execute(j))));
+        }
         progress.finish();
         let mut results: Vec<Option<anyhow::Result<RunResult>>> = (0..jobs.len()).map(|_| None).collect();
         for (i, r) in computed {

@@ -3,6 +3,7 @@
 //! fields of it (one per enforcer or parameter value), `[quick]` overrides for `--quick`, the
 //! `[[claims]]` with the paper's number and a tolerance fixed before any run, and `[[figures]]`.
 
+use super::cost::CostRun;
 use super::detect::DetectRun;
 use super::metrics::Metric;
 use super::selector::Selector;
@@ -33,7 +34,8 @@ pub struct PaperFile {
     #[serde(default)]
     pub quick: toml::Table,
     /// A simulation scenario (docs/simulator.md) every run starts from, or with
-    /// `kind = "sketch"` a `sketch::SketchRun`, with `kind = "detect"` a `detect::DetectRun`.
+    /// `kind = "sketch"` a `sketch::SketchRun`, with `kind = "detect"` a `detect::DetectRun`, with
+    /// `kind = "cost"` a `cost::CostRun`.
     pub base: Value,
     /// Without runs the base is run once, labelled "main".
     #[serde(default)]
@@ -52,6 +54,8 @@ pub enum RunKind {
     Sketch,
     /// 002 Table 3: the policing detector on generated traces of known truth (detect.rs).
     Detect,
+    /// 000 Table 1 and Fig. 7: an enforcer's time per packet against a policer's (cost.rs).
+    Cost,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -224,6 +228,7 @@ pub enum Work {
     Sim(Box<Resolved>),
     Sketch(SketchRun),
     Detect(DetectRun),
+    Cost(CostRun),
 }
 
 impl Claim {
@@ -241,6 +246,7 @@ impl Job {
             Work::Sim(r) => r.scenario.duration.as_secs_f64() * r.aggregates.iter().map(|a| a.flows.len()).sum::<usize>() as f64,
             Work::Sketch(s) => s.cost(),
             Work::Detect(d) => d.cost(),
+            Work::Cost(c) => c.cost(),
         }
     }
 
@@ -260,6 +266,7 @@ impl Job {
                 s.duration.as_secs_f64()
             ),
             Work::Detect(d) => format!("{}\tdetect\t{} traces\t{} rows", self.name, d.traces().len(), d.rows.as_str()),
+            Work::Cost(c) => format!("{}\tcost\t{}\t{} aggregates\t{} packets x {}", self.name, c.enforcer, c.aggregates, c.packets, c.reps),
         }
     }
 }
@@ -428,6 +435,7 @@ pub fn jobs(files: &[Loaded], quick: bool) -> anyhow::Result<Vec<Job>> {
                 }
                 RunKind::Sketch => Work::Sketch(offline_base(doc, &what, SketchRun::validate)?),
                 RunKind::Detect => Work::Detect(offline_base(doc, &what, DetectRun::validate)?),
+                RunKind::Cost => Work::Cost(offline_base(doc, &what, CostRun::validate)?),
             };
             out.push(Job { file: fi, label: r.label.clone(), x: r.x, name, work });
         }
