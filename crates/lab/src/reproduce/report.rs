@@ -270,7 +270,7 @@ fn figure(file: String, spec: &FigureSpec, runs: &[(&Job, &RunResult)]) -> Figur
                 log_y: false,
             }
         }
-        FigureSpec::LinkEstimate { title, runs: which } => {
+        FigureSpec::LinkEstimate { title, runs: which, .. } => {
             let chosen: Vec<&(&Job, &RunResult)> = which.iter().filter_map(|l| runs.iter().find(|(j, _)| &j.label == l)).collect();
             let line = |label: String, r: &RunResult, pick: fn(&(f64, Option<f64>)) -> Option<f64>| {
                 let (x, y) = r

@@ -31,6 +31,7 @@ impl Reproduction {
         if quick {
             for f in &mut files {
                 f.spec.claims.retain(|c| !c.full_only);
+                f.spec.figures.retain(|fig| !fig.full_only());
             }
         }
         let jobs = spec::jobs(&files, quick)?;

@@ -185,8 +185,14 @@ pub enum FigureSpec {
         select: Selector,
     },
     /// The queueing enforcer's estimate of its link's rate over time, one line per run, with
-    /// the rate the link really had in the first of them (004 Figs. 6-8).
-    LinkEstimate { title: String, runs: Vec<String> },
+    /// the rate the link really had in the first of them (004 Figs. 6-8); `full_only` for runs
+    /// that only full mode makes.
+    LinkEstimate {
+        title: String,
+        runs: Vec<String>,
+        #[serde(default)]
+        full_only: bool,
+    },
     /// One metric per run against the runs' `x`.
     Metric {
         title: String,
@@ -229,6 +235,12 @@ pub enum Work {
     Sketch(SketchRun),
     Detect(DetectRun),
     Cost(CostRun),
+}
+
+impl FigureSpec {
+    pub fn full_only(&self) -> bool {
+        matches!(self, FigureSpec::LinkEstimate { full_only: true, .. })
+    }
 }
 
 impl Claim {
@@ -359,7 +371,7 @@ fn check(spec: &PaperFile) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Claims (but `full_only` ones) and figures may only use runs that `--quick` keeps.
+/// Claims and figures (but `full_only` ones) may only use runs that `--quick` keeps.
 pub fn check_quick(f: &Loaded) -> anyhow::Result<()> {
     let dropped: Vec<&str> = f.spec.runs.iter().filter(|r| r.full_only).map(|r| r.label.as_str()).collect();
     for c in f.spec.claims.iter().filter(|c| !c.full_only) {
@@ -369,7 +381,7 @@ pub fn check_quick(f: &Loaded) -> anyhow::Result<()> {
             }
         }
     }
-    for fig in &f.spec.figures {
+    for fig in f.spec.figures.iter().filter(|fig| !fig.full_only()) {
         let used: Vec<&String> = match fig {
             FigureSpec::Cdf { runs: Some(rs), .. } | FigureSpec::LinkEstimate { runs: rs, .. } => rs.iter().collect(),
             FigureSpec::Timeseries { run, .. } => vec![run],

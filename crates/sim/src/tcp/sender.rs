@@ -95,6 +95,11 @@ pub struct TcpSender {
     backoff: u32,
     rto_deadline: Option<u64>,
     // RACK
+    /// Transmissions in (time, seq) order, (seq, when): RACK's candidates (Linux's
+    /// `tsorted_sent_queue`). An entry goes stale once its segment is acknowledged, SACKed,
+    /// marked lost or sent again (a newer entry then stands for it); stale entries are dropped
+    /// where a scan passes them, so loss detection costs what it examines, not the window.
+    tsorted: VecDeque<(u32, u64)>,
     rack_xmit: (u64, u32),
     rack_rtt_ns: u64,
     reo_deadline: Option<u64>,
@@ -149,6 +154,7 @@ impl TcpSender {
             rto_ns: RTO_INIT_NS,
             backoff: 0,
             rto_deadline: None,
+            tsorted: VecDeque::new(),
             rack_xmit: (0, 0),
             rack_rtt_ns: 0,
             reo_deadline: None,
@@ -410,6 +416,8 @@ impl TcpSender {
             self.retx_queue.push_back(self.conn.snd_una + i as u32);
         }
         self.conn.lost += newly;
+        // Every segment is now SACKed or lost awaiting its retransmission.
+        self.tsorted.clear();
         self.high_seq = self.conn.snd_nxt;
         self.conn.ca_state = CaState::Loss;
         self.refresh_conn(now);
@@ -533,6 +541,9 @@ impl TcpSender {
             self.conn.snd_una = ack;
             self.backoff = 0;
             una_advanced = true;
+            while self.tsorted.front().is_some_and(|&(seq, xmit_ns)| self.live(seq, xmit_ns).is_none()) {
+                self.tsorted.pop_front();
+            }
         }
         // tcp_sacktag_write_queue walks the blocks in sequence order; the RTT sample is the
         // first newly SACKed segment never retransmitted (`first_sackt`).
@@ -658,22 +669,21 @@ impl TcpSender {
         };
         let mut newly = 0u64;
         let mut next_timeout: Option<u64> = None;
-        let una = self.conn.snd_una;
-        for i in 0..self.segs.len() {
-            let seq = una + i as u32;
-            let s = self.segs[i];
-            if s.sacked || (s.lost && !s.retrans) {
-                continue;
+        // The segments sent before the one RACK last saw delivered, in RACK's order: those past
+        // their deadline are lost, the others wait for it. The first entry not before it ends the
+        // scan (`tcp_rack_detect_loss`); the scanned prefix keeps only the entries still waiting.
+        let mut waiting: Vec<(u32, u64)> = Vec::new();
+        let mut scanned = 0;
+        for k in 0..self.tsorted.len() {
+            let (seq, xmit_ns) = self.tsorted[k];
+            if (xmit_ns, seq) >= self.rack_xmit {
+                break;
             }
-            if (s.xmit_ns, seq) >= self.rack_xmit {
-                if seq > self.highest_delivered && !s.ever_retrans {
-                    break;
-                }
-                continue;
-            }
+            scanned += 1;
+            let Some(s) = self.live(seq, xmit_ns) else { continue };
             let deadline = s.xmit_ns + self.rack_rtt_ns + reo_wnd;
             if now >= deadline {
-                let seg = &mut self.segs[i];
+                let seg = &mut self.segs[(seq - self.conn.snd_una) as usize];
                 if seg.retrans {
                     seg.retrans = false;
                     self.retrans_out -= 1;
@@ -686,13 +696,25 @@ impl TcpSender {
                 self.queue_retransmission(seq);
                 newly += 1;
             } else {
+                waiting.push((seq, xmit_ns));
                 next_timeout = Some(next_timeout.map_or(deadline, |t: u64| t.min(deadline)));
             }
+        }
+        self.tsorted.drain(..scanned);
+        for e in waiting.into_iter().rev() {
+            self.tsorted.push_front(e);
         }
         self.conn.lost += newly;
         // tcp_rack_mark_lost arms the reorder timer for the time left plus TCP_TIMEOUT_MIN (2 jiffies).
         self.reo_deadline = next_timeout.map(|d| self.wheel.expiry(now, d - now + 2 * self.wheel.jiffy_ns));
         (newly, lost_retrans)
+    }
+
+    /// The segment a `tsorted` entry stands for, if it is still a RACK candidate: unacknowledged,
+    /// not SACKed, not marked lost (unless retransmitted since) and last sent at `xmit_ns`.
+    fn live(&self, seq: u32, xmit_ns: u64) -> Option<Seg> {
+        let s = *self.segs.get(seq.checked_sub(self.conn.snd_una)? as usize)?;
+        (s.xmit_ns == xmit_ns && !s.sacked && !(s.lost && !s.retrans)).then_some(s)
     }
 
     /// tcp_xmit_retransmit_queue walks the lost segments in sequence order from the head
@@ -803,6 +825,7 @@ impl TcpSender {
         let mut s = Seg::default();
         self.stamp_rate(&mut s, now);
         self.segs.push_back(s);
+        self.note_sent(seq, now);
         self.conn.snd_nxt += 1;
         seq
     }
@@ -820,6 +843,16 @@ impl TcpSender {
         s.app_limited = self.conn.app_limited > 0;
     }
 
+    /// Files a transmission in RACK's order: by time, then by sequence, so that a retransmission
+    /// sent in the same instant as later-numbered data goes before it.
+    fn note_sent(&mut self, seq: u32, now: u64) {
+        let mut at = self.tsorted.len();
+        while at > 0 && self.tsorted[at - 1].1 == now && self.tsorted[at - 1].0 > seq {
+            at -= 1;
+        }
+        self.tsorted.insert(at, (seq, now));
+    }
+
     fn mark_retransmitted(&mut self, seq: u32, now: u64) {
         let i = (seq - self.conn.snd_una) as usize;
         let mut s = self.segs[i];
@@ -827,6 +860,7 @@ impl TcpSender {
         s.retrans = true;
         s.ever_retrans = true;
         self.segs[i] = s;
+        self.note_sent(seq, now);
         self.retrans_out += 1;
         self.stats.retransmits += 1;
     }
@@ -1236,6 +1270,35 @@ mod tests {
         let after = highest(left, left + SPAN_NS);
         assert!(before > RATE_BPS / 8.0, "paced at up to {before} B/s before ProbeRTT");
         assert!(after >= 0.9 * before, "after ProbeRTT paced at up to {after} B/s, before it {before}");
+    }
+
+    /// RACK's time-ordered queue holds every segment that could still be found lost, once, in
+    /// (time, seq) order, and no more than the scoreboard's worth of stale entries, through
+    /// bursts of losses, recoveries and RTOs (a long burst lost whole, then 3 % at random).
+    #[test]
+    fn racks_queue_holds_every_candidate_in_order_and_stays_bounded() {
+        let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Cubic, 1), App::Backlogged);
+        let mut rx = TcpReceiver::new(RECEIVER, 0, None);
+        let (mut lcg, mut checked, mut recoveries_seen) = (7u64, 0, 0);
+        run_path(&mut tx, &mut rx, 100e6, 20_000_000, 4_000_000_000, |tx, event| {
+            if let Event::Send(p) = event {
+                lcg = lcg.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                return !((400..440).contains(&p.seq) || (lcg >> 33) % 100 < 3);
+            }
+            let q: Vec<(u32, u64)> = tx.tsorted.iter().copied().collect();
+            assert!(q.windows(2).all(|w| (w[0].1, w[0].0) <= (w[1].1, w[1].0)), "out of RACK's order");
+            for (i, s) in tx.segs.iter().enumerate() {
+                let seq = tx.conn.snd_una + i as u32;
+                if tx.live(seq, s.xmit_ns).is_some() {
+                    assert_eq!(q.iter().filter(|&&e| e == (seq, s.xmit_ns)).count(), 1, "segment {seq} not queued once");
+                }
+            }
+            assert!(q.len() <= 2 * tx.segs.len() + 64, "{} entries for {} segments", q.len(), tx.segs.len());
+            checked += 1;
+            recoveries_seen = tx.stats.recoveries;
+            true
+        });
+        assert!(checked > 300 && recoveries_seen >= 5, "{checked} checks, {recoveries_seen} recoveries");
     }
 
     #[test]
