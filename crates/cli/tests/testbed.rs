@@ -255,7 +255,8 @@ fn ethertypes(pcap: &[u8]) -> Vec<u16> {
     types
 }
 
-/// No ARP crosses the middlebox: the namespaces hold each other as permanent neighbours. Were
+/// No ARP crosses the middlebox, on either side of it (both captures): the namespaces hold
+/// each other as permanent neighbours. Were
 /// it resolved through the delay line, every run's SYNs would wait one RTT for it and Linux would
 /// start from twice the path's RTT (the SYN is timestamped before neighbour resolution).
 #[test]
@@ -263,10 +264,15 @@ fn ethertypes(pcap: &[u8]) -> Vec<u16> {
 fn no_arp_crosses_the_delay_line() {
     in_run_dir("arp", |dir| {
         let flows = "[[aggregates.flows]]\ncc = \"cubic\"\nrtt = \"40ms\"\ncount = 2\n";
-        run_ok(&scenario(dir, "tc", "kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = 25000", flows, "2s", true), dir);
-        let types = ethertypes(&std::fs::read(dir.join("sender.pcap")).unwrap());
-        assert!(types.iter().filter(|&&t| t == 0x0800).count() > 100, "the capture holds the run: {} frames", types.len());
-        assert_eq!(types.iter().filter(|&&t| t == 0x0806).count(), 0, "ARP frames in the sender's capture");
+        let sc = scenario(dir, "tc", "kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = 25000", flows, "2s", true);
+        let text = std::fs::read_to_string(&sc).unwrap().replacen("pcap = true\n", "pcap = true\npcap_receiver = true\n", 1);
+        std::fs::write(&sc, text).unwrap();
+        run_ok(&sc, dir);
+        for side in ["sender", "receiver"] {
+            let types = ethertypes(&std::fs::read(dir.join(format!("{side}.pcap"))).unwrap());
+            assert!(types.iter().filter(|&&t| t == 0x0800).count() > 100, "the {side}'s capture holds the run: {} frames", types.len());
+            assert_eq!(types.iter().filter(|&&t| t == 0x0806).count(), 0, "ARP frames in the {side}'s capture");
+        }
     });
 }
 

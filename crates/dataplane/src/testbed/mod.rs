@@ -56,7 +56,7 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> TestbedError {
     move |source| TestbedError::Io { what, source }
 }
 
-/// Runs `sc` and writes summary.json (and windows.csv, sender.pcap) into `out`.
+/// Runs `sc` and writes summary.json (and windows.csv, sender.pcap, receiver.pcap) into `out`.
 pub fn run(plan: &Plan, out: &Path, progress: impl Fn(&str)) -> Result<Summary, TestbedError> {
     netns::install_signal_cleanup();
     for stale in netns::sweep_stale() {
@@ -153,17 +153,18 @@ pub fn run(plan: &Plan, out: &Path, progress: impl Fn(&str)) -> Result<Summary, 
         })
     };
 
-    let _pcap = if s.testbed.pcap {
-        // On the sender's veth peer, not on snd0: a packet socket on the sender's own device
-        // changes how Linux sends (docs/testbed.md, "Captures"), while its peer sees every frame
-        // at the instant it leaves or reaches the sender, a veth having no wire.
-        let mut cmd = mb.command("tcpdump");
-        // -Z root: dropping privileges would clear PR_SET_PDEATHSIG.
-        cmd.args(["-Z", "root", "-i", "mb-s", "-s", &s.testbed.pcap_snaplen.to_string(), "-w"]).arg(out.join("sender.pcap"));
-        Some(spawn_child(cmd, "tcpdump")?)
-    } else {
-        None
-    };
+    // On the veth peers in the middlebox namespace, not on snd0 or rcv0: a packet socket on the
+    // sender's own device changes how Linux sends (docs/testbed.md, "Captures"), while its peer
+    // sees every frame at the instant it leaves or reaches the host, a veth having no wire.
+    let mut captures = Vec::new();
+    for (wanted, dev, file) in [(s.testbed.pcap, "mb-s", "sender.pcap"), (s.testbed.pcap_receiver, "mb-r", "receiver.pcap")] {
+        if wanted {
+            let mut cmd = mb.command("tcpdump");
+            // -Z root: dropping privileges would clear PR_SET_PDEATHSIG.
+            cmd.args(["-Z", "root", "-i", dev, "-s", &s.testbed.pcap_snaplen.to_string(), "-w"]).arg(out.join(file));
+            captures.push(spawn_child(cmd, "tcpdump")?);
+        }
+    }
 
     // Time 0 is a moment after the receivers listen; windows count from there.
     let duration = Duration::from_nanos(s.duration.0);

@@ -47,13 +47,18 @@ pub struct TestbedTable {
     /// receives, at its veth peer (a tap on its own device changes how Linux sends).
     #[serde(default)]
     pub pcap: bool,
+    /// Also capture at the receiver's veth peer: data as it reaches the receiver, after the
+    /// delay line and the enforcer, and ACKs as they leave it. With `pcap`, a packet's forward
+    /// delay and fate can be read from the two files.
+    #[serde(default)]
+    pub pcap_receiver: bool,
     #[serde(default = "default_snaplen")]
     pub pcap_snaplen: u32,
 }
 
 impl Default for TestbedTable {
     fn default() -> Self {
-        TestbedTable { enforcer_at: Placement::Middlebox, pcap: false, pcap_snaplen: default_snaplen() }
+        TestbedTable { enforcer_at: Placement::Middlebox, pcap: false, pcap_receiver: false, pcap_snaplen: default_snaplen() }
     }
 }
 
