@@ -87,7 +87,6 @@ pub struct TcpSender {
     lost_out: u32,
     retrans_out: u32,
     retx_queue: VecDeque<u32>,
-    highest_delivered: u32,
     // RTT (tcp_rtt_estimator)
     srtt_ns: u64,
     rttvar_ns: u64,
@@ -148,7 +147,6 @@ impl TcpSender {
             lost_out: 0,
             retrans_out: 0,
             retx_queue: VecDeque::new(),
-            highest_delivered: 0,
             srtt_ns: 0,
             rttvar_ns: 0,
             rto_ns: RTO_INIT_NS,
@@ -502,7 +500,6 @@ impl TcpSender {
             self.rack_xmit = (s.xmit_ns, seq);
             self.rack_rtt_ns = now - s.xmit_ns;
         }
-        self.highest_delivered = self.highest_delivered.max(seq);
         rs.acked_sacked += 1;
         if !s.ever_retrans {
             let rtt = now - s.xmit_ns;
