@@ -11,6 +11,7 @@ mod progress_bar;
 mod replay;
 mod reproduce;
 mod sim;
+mod sim_capture;
 mod tc;
 mod testbed;
 

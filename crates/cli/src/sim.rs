@@ -4,7 +4,9 @@
 use ratekit_lab::sweep as sim_sweep;
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
-use ratekit_lab::scenario;
+use crate::sim_capture::Captures;
+use ratekit_lab::scenario::{self, Resolved};
+use ratekit_lab::series::Series;
 use ratekit_lab::summary::{SimulatedTime, Summary};
 use ratekit_sim::RunOptions;
 use rayon::prelude::*;
@@ -78,12 +80,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if points.is_empty() {
         let pb = bar(1000, args.quiet, &base.scenario.name);
         let mut progress = |f: f64| pb.set_position((f * 1000.0) as u64);
-        let (summary, _) = ratekit_sim::run(
-            &base,
-            args.seed,
-            RunOptions { out_dir: Some(&args.out), stop: Some(&stop), progress: Some(&mut progress), keep_series: false },
-        )
-        .with_context(|| format!("writing results to {}", args.out.display()))?;
+        let (summary, _) = run_one(&base, args.seed, &args.out, &stop, Some(&mut progress))?;
         pb.finish_and_clear();
         report(&args.out, &summary);
         if let Some(SimulatedTime { simulated_s, interrupted: true }) = summary.simulated {
@@ -106,12 +103,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .enumerate()
             .map(|(i, r)| {
                 let dir = args.out.join(format!("point-{i:03}"));
-                let (s, _) = ratekit_sim::run(
-                    r,
-                    args.seed,
-                    RunOptions { out_dir: Some(&dir), stop: Some(&stop), progress: None, keep_series: false },
-                )
-                .with_context(|| format!("writing results to {}", dir.display()))?;
+                let (s, _) = run_one(r, args.seed, &dir, &stop, None)?;
                 pb.inc(1);
                 Ok((dir, s))
             })
@@ -132,6 +124,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bail!("interrupted; partial results kept in {}", args.out.display());
     }
     Ok(())
+}
+
+/// One run into `dir`, with the captures its `[testbed]` table asks for.
+fn run_one(r: &Resolved, seed: Option<u64>, dir: &Path, stop: &AtomicBool, progress: Option<&mut dyn FnMut(f64)>) -> anyhow::Result<(Summary, Series)> {
+    let mut captures = Captures::open(r, dir)?;
+    let result = {
+        let mut record = |point, now, p: &_| {
+            if let Some(c) = captures.as_mut() {
+                c.record(point, now, p)
+            }
+        };
+        let wanted = r.scenario.testbed.pcap || r.scenario.testbed.pcap_receiver;
+        let tap: Option<&mut ratekit_sim::Tap> = if wanted { Some(&mut record) } else { None };
+        // Reborrowed for this block, so that the caller's callback and the local one share the
+        // one lifetime RunOptions has.
+        let progress = progress.map(|p| p as &mut dyn FnMut(f64));
+        ratekit_sim::run(r, seed, RunOptions { out_dir: Some(dir), stop: Some(stop), progress, keep_series: false, tap })
+            .with_context(|| format!("writing results to {}", dir.display()))
+    };
+    if let Some(c) = captures {
+        c.finish().with_context(|| format!("writing the captures in {}", dir.display()))?;
+    }
+    result
 }
 
 fn report(out: &Path, s: &Summary) {

@@ -80,6 +80,44 @@ fn writes_time_series_and_summary() {
     assert_eq!(rows, 1 + 12);
 }
 
+/// `[testbed] pcap` and `pcap_receiver` give the simulated run the testbed's two captures: every
+/// TCP packet that reached the enforcer in sender.pcap (UDP left out), and at the receiver what the
+/// enforcer let through, each flow its own sender address; and they pass through a sweep too.
+#[test]
+fn testbed_captures_are_written_by_the_simulator_at_the_same_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = SMALL.replacen("[measure]", "[testbed]\npcap = true\npcap_receiver = true\n[measure]", 1).replace("burst = \"500kb\"", "burst = \"20kb\"");
+    let sc = write(dir.path(), "s.toml", &text);
+    let out = dir.path().join("out");
+    let o = ratekit().arg("sim").arg(&sc).arg("--out").arg(&out).arg("--quiet").output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let (arrivals, drops) = (s["aggregates"][0]["arrivals"].as_u64().unwrap(), s["aggregates"][0]["enforcer_drops"].as_u64().unwrap());
+    let udp_arrivals: u64 = s["flows"].as_array().unwrap()[4..].iter().map(|f| f["enforcer_arrivals"].as_u64().unwrap()).sum();
+    let read = |name: &str| {
+        let mut packets = Vec::new();
+        let outcome = ratekit_trace::reader::read_file(&out.join(name), |p| packets.push(*p));
+        assert!(outcome.error.is_none(), "{name}: {:?}", outcome.error);
+        packets
+    };
+    let (sent, received) = (read("sender.pcap"), read("receiver.pcap"));
+    let forward = |ps: &[ratekit_trace::decode::TcpPacket]| ps.iter().filter(|p| p.dport == 5001).count() as u64;
+    assert_eq!(forward(&sent), arrivals - udp_arrivals, "every TCP packet that reached the enforcer");
+    assert!(drops > 0 && forward(&received) <= arrivals - udp_arrivals - drops, "{drops} drops");
+    let syns: std::collections::BTreeSet<_> = sent.iter().filter(|p| p.has(ratekit_trace::decode::TCP_SYN) && p.dport == 5001).map(|p| p.src).collect();
+    assert_eq!(syns.len(), 4, "one sender address per TCP flow: {syns:?}");
+
+    let swept = format!("{text}\n[sweep]\n\"enforcer.rate\" = [\"5mbit\", \"20mbit\"]\n");
+    let sc = write(dir.path(), "sweep.toml", &swept);
+    let o = ratekit().arg("sim").arg(&sc).arg("--out").arg(dir.path().join("sw")).arg("--quiet").output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for i in 0..2 {
+        for f in ["sender.pcap", "receiver.pcap"] {
+            assert!(dir.path().join(format!("sw/point-{i:03}/{f}")).metadata().unwrap().len() > 1000, "point {i} {f}");
+        }
+    }
+}
+
 #[test]
 fn sweep_points_run_in_parallel_dirs() {
     let dir = tempfile::tempdir().unwrap();

@@ -69,7 +69,10 @@ fn check_config(config: &str) -> PyResult<(String, bool)> {
 fn simulate(py: Python<'_>, scenario: &str, name: &str, out_dir: PathBuf, seed: Option<u64>) -> PyResult<String> {
     py.allow_threads(|| {
         let resolved = ratekit_lab::scenario::parse(scenario, name).map_err(value_error)?;
-        let opts = ratekit_sim::RunOptions { out_dir: Some(&out_dir), stop: None, progress: None, keep_series: false };
+        if resolved.scenario.testbed.pcap || resolved.scenario.testbed.pcap_receiver {
+            return Err(value_error(format!("{name}: testbed.pcap: the simulator's captures are written by `ratekit sim`, not here")));
+        }
+        let opts = ratekit_sim::RunOptions { out_dir: Some(&out_dir), stop: None, progress: None, keep_series: false, tap: None };
         let (summary, _) = ratekit_sim::run(&resolved, seed, opts).map_err(|e| PyOSError::new_err(e.to_string()))?;
         serde_json::to_string(&summary).map_err(value_error)
     })

@@ -16,7 +16,7 @@ pub mod world;
 use ratekit_lab::scenario::Resolved;
 use ratekit_lab::series::Series;
 use ratekit_lab::summary::Summary;
-pub use world::run::RunOptions;
+pub use world::run::{RunOptions, Tap, TapPoint};
 pub use world::World;
 
 /// Builds and runs a resolved scenario with `seed` (the scenario's own unless overridden).

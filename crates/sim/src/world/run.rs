@@ -3,7 +3,7 @@
 use super::measure::WindowSamples;
 use super::{Comp, World};
 use crate::engine::ComponentId;
-use crate::packet::{Kind, HEADER};
+use crate::packet::{Kind, Pkt, HEADER};
 use crate::stats::AggCounters;
 use ratekit_lab::scenario::Resolved;
 use ratekit_lab::series::Series;
@@ -23,10 +23,36 @@ pub struct RunOptions<'a> {
     pub progress: Option<&'a mut dyn FnMut(f64)>,
     /// Per-flow cwnd samples at every window boundary are kept in memory for tests.
     pub keep_series: bool,
+    /// Sees every packet where the testbed's captures see it (`[testbed] pcap`).
+    pub tap: Option<&'a mut Tap<'a>>,
+}
+
+/// Where a capture sees a packet: the testbed's taps on the sender's and the receiver's veth
+/// peers (docs/testbed.md, "Captures").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TapPoint {
+    /// Data and SYNs as they leave the sender's NIC, ACKs as they reach the sender.
+    Sender,
+    /// Data as it reaches the receiver (after every enforcer and delay), ACKs as they leave it.
+    Receiver,
+}
+
+/// Called with the time (ns) and the packet at each tap point it passes.
+pub type Tap<'a> = dyn FnMut(TapPoint, u64, &Pkt) + 'a;
+
+/// Which tap, if any, sees a packet about to arrive at hop `hop` of its route.
+fn tap_point(p: &Pkt, at_endpoint: bool) -> Option<TapPoint> {
+    match (p.kind.is_reverse(), p.hop) {
+        (false, 1) => Some(TapPoint::Sender),
+        (false, _) if at_endpoint => Some(TapPoint::Receiver),
+        (true, 0) => Some(TapPoint::Receiver),
+        (true, _) if at_endpoint => Some(TapPoint::Sender),
+        _ => None,
+    }
 }
 
 impl World {
-    fn handle(&mut self, target: ComponentId) {
+    fn handle(&mut self, target: ComponentId, tap: &mut Option<&mut Tap<'_>>) {
         match &mut self.comps[target as usize] {
             Comp::Sender(s) => s.on_timer(&mut self.ctx),
             Comp::Udp(u) => u.on_timer(&mut self.ctx),
@@ -35,12 +61,12 @@ impl World {
             Comp::Pipe(p) => p.on_timer(&mut self.ctx),
             Comp::Sink { .. } | Comp::Enf(_) => {}
         }
-        self.drain();
+        self.drain(tap);
     }
 
     /// Delivers every packet handed on during the last handler, in order, through zero-delay
     /// hops (which may hand on more).
-    fn drain(&mut self) {
+    fn drain(&mut self, tap: &mut Option<&mut Tap<'_>>) {
         let mut i = 0;
         while i < self.ctx.out.len() {
             let idx = self.ctx.out[i];
@@ -48,6 +74,12 @@ impl World {
             let p = *self.ctx.pool.get(idx);
             let start = self.route_start[2 * p.flow as usize + p.kind.is_reverse() as usize];
             let target = self.route_hops[start as usize + p.hop as usize];
+            if let Some(tap) = tap {
+                let at_endpoint = matches!(self.comps[target as usize], Comp::Receiver(_) | Comp::Sink { .. } | Comp::Sender(_));
+                if let Some(point) = tap_point(&p, at_endpoint) {
+                    tap(point, self.ctx.ev.now(), &p);
+                }
+            }
             self.ctx.pool.get_mut(idx).hop += 1;
             let ctx = &mut self.ctx;
             match &mut self.comps[target as usize] {
@@ -116,7 +148,7 @@ impl World {
         loop {
             let tick = (window_start + window).min(end);
             while let Some(target) = self.ctx.ev.pop_until(tick) {
-                self.handle(target);
+                self.handle(target, &mut opts.tap);
             }
             self.ctx.ev.advance_to(tick);
             let dt = (tick - window_start) as f64 * 1e-9;

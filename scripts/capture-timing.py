@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""How a run's packets are spaced in time, from its captures: the same measures for a testbed run
+(real Linux TCP) and a simulated run of the same scenario file, so the two can be set side by side.
+
+usage: scripts/capture-timing.py DIR [DIR ...] [--from S] [--out FILE]
+
+Each DIR holds sender.pcap (and, if captured, receiver.pcap) and summary.json, as `ratekit
+testbed run` and `ratekit sim` write them for a scenario with `[testbed] pcap = true` (and
+`pcap_receiver = true`; docs/testbed.md, "Captures"). Flows are matched to summary.json's flows by
+the order of their SYNs. Per flow, over the packets captured from --from seconds after the first
+SYN (default: the scenario's warm-up, from summary.json, else 0):
+
+  send_burst3    share of data segments that leave in a run of three or more, each within 50 us of
+                 the one before (the sender's capture)
+  send_after_ack median us from the last ACK's arrival to a data segment's departure (sender)
+  ack_gap_ms     median ms between consecutive ACKs leaving the receiver (receiver's capture)
+  ack_cover3     share of the receiver's ACKs that newly acknowledge three segments or more
+  fwd_excess_us  p50 / p90 of a segment's forward delay beyond the flow's least (segments sent once)
+  spread_pairs   of segments sent within 50 us of the one before, with both delivered, the share
+                 whose arrivals are more than 50 us apart: how much the path spreads a burst
+  rev_excess_us  p50 / p90 of an ACK's reverse delay beyond the flow's least
+
+Writes FILE (default: DIR/capture-timing.json for one DIR) and prints a table.
+"""
+import argparse
+import json
+import os
+import statistics
+import struct
+import sys
+
+BURST_NS = 50_000
+MSS = 1448
+
+
+def read_pcap(path):
+    """Yields (t_ns, src, sport, dst, dport, seq, ack, flags, payload) for each TCP/IPv4 frame."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 24:
+        raise ValueError(f"{path}: not a pcap file (too short)")
+    magic = struct.unpack_from("<I", data)[0]
+    if magic in (0xA1B2C3D4, 0xA1B23C4D):
+        endian = "<"
+    elif magic in (0xD4C3B2A1, 0x4D3CB2A1):
+        endian = ">"
+    else:
+        raise ValueError(f"{path}: not a classic pcap file (magic {magic:#x})")
+    nano = magic in (0xA1B23C4D, 0x4D3CB2A1)
+    linktype = struct.unpack_from(endian + "I", data, 20)[0]
+    if linktype != 1:
+        raise ValueError(f"{path}: link type {linktype}, only Ethernet (1) is read")
+    at = 24
+    while at + 16 <= len(data):
+        sec, frac, caplen, _ = struct.unpack_from(endian + "IIII", data, at)
+        frame = data[at + 16 : at + 16 + caplen]
+        at += 16 + caplen
+        t_ns = sec * 1_000_000_000 + (frac if nano else frac * 1000)
+        if len(frame) < 54 or frame[12:14] != b"\x08\x00" or frame[23] != 6:
+            continue
+        ihl = (frame[14] & 15) * 4
+        ip_len = struct.unpack_from(">H", frame, 16)[0]
+        tcp = 14 + ihl
+        if len(frame) < tcp + 20:
+            continue
+        sport, dport, seq, ack = struct.unpack_from(">HHII", frame, tcp)
+        doff = (frame[tcp + 12] >> 4) * 4
+        flags = frame[tcp + 13]
+        yield t_ns, frame[26:30], sport, frame[30:34], dport, seq, ack, flags, ip_len - ihl - doff
+
+
+def flows_of(path):
+    """Per flow (keyed by its data direction's endpoints): SYN time, data sends, ACKs."""
+    flows = {}
+    for t, src, sport, dst, dport, seq, ack, flags, payload in read_pcap(path):
+        fwd = (src, sport, dst, dport)
+        rev = (dst, dport, src, sport)
+        if flags & 0x02 and not flags & 0x10:
+            flows.setdefault(fwd, {"syn": t, "data": [], "acks": []})
+        elif fwd in flows and payload > 0:
+            flows[fwd]["data"].append((t, seq, payload))
+        elif rev in flows and payload == 0 and flags & 0x10:
+            flows[rev]["acks"].append((t, ack))
+    return flows
+
+
+def quantile(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else None
+
+
+def first_times(events, key):
+    seen = {}
+    for e in events:
+        seen.setdefault(key(e), e[0])
+    return seen
+
+
+def measure(sender, receiver, t0):
+    out = {}
+    data = [d for d in sender["data"] if d[0] >= t0]
+    acks_in = [a for a in sender["acks"] if a[0] >= t0]
+    if data:
+        runs, run = [], 1
+        for a, b in zip(data, data[1:]):
+            if b[0] - a[0] < BURST_NS:
+                run += 1
+            else:
+                runs.append(run)
+                run = 1
+        runs.append(run)
+        out["send_burst3"] = sum(r for r in runs if r >= 3) / len(data)
+        ack_times = [a[0] for a in sender["acks"]]
+        waits, k = [], 0
+        for t, _, _ in data:
+            while k < len(ack_times) and ack_times[k] <= t:
+                k += 1
+            if k:
+                waits.append((t - ack_times[k - 1]) / 1e3)
+        out["send_after_ack_us"] = statistics.median(waits) if waits else None
+        out["segments_sent"] = len(data)
+    if receiver is None:
+        return out
+    acks_out = [a for a in receiver["acks"] if a[0] >= t0]
+    gaps = [(b[0] - a[0]) / 1e6 for a, b in zip(acks_out, acks_out[1:])]
+    out["ack_gap_ms"] = statistics.median(gaps) if gaps else None
+    covers, prev = [], None
+    for _, ack in acks_out:
+        if prev is not None and ack != prev:
+            covers.append(((ack - prev) % 2**32) / MSS)
+        prev = ack
+    out["ack_cover3"] = sum(c >= 2.5 for c in covers) / len(covers) if covers else None
+    sends = {}
+    for t, seq, _ in sender["data"]:
+        sends.setdefault(seq, []).append(t)
+    arrivals = first_times(receiver["data"], key=lambda d: d[1])
+    delay = {seq: arrivals[seq] - ts[0] for seq, ts in sends.items() if len(ts) == 1 and seq in arrivals and ts[0] >= t0}
+    if delay:
+        least = min(delay.values())
+        excess = [(d - least) / 1e3 for d in delay.values()]
+        out["fwd_excess_us"] = [quantile(excess, 0.5), quantile(excess, 0.9)]
+        pairs = spread = 0
+        for a, b in zip(data, data[1:]):
+            if b[0] - a[0] < BURST_NS and a[1] in delay and b[1] in delay:
+                pairs += 1
+                spread += (b[0] + delay[b[1]]) - (a[0] + delay[a[1]]) > BURST_NS
+        out["spread_pairs"] = spread / pairs if pairs else None
+    left = first_times(receiver["acks"], key=lambda a: a[1])
+    came = first_times(acks_in, key=lambda a: a[1])
+    rdelay = [came[a] - left[a] for a in came if a in left]
+    if rdelay:
+        least = min(rdelay)
+        rex = [(d - least) / 1e3 for d in rdelay]
+        out["rev_excess_us"] = [quantile(rex, 0.5), quantile(rex, 0.9)]
+    return out
+
+
+def analyse(directory, from_s):
+    summary = json.load(open(os.path.join(directory, "summary.json")))
+    sender = flows_of(os.path.join(directory, "sender.pcap"))
+    rpath = os.path.join(directory, "receiver.pcap")
+    receiver = flows_of(rpath) if os.path.exists(rpath) else None
+    if not sender:
+        raise ValueError(f"{directory}/sender.pcap: no TCP connection starts in it")
+    keys = sorted(sender, key=lambda k: sender[k]["syn"])
+    flows = sorted(summary.get("flows", []), key=lambda f: f.get("start_s", 0.0))
+    if len(flows) != len(keys):
+        raise ValueError(f"{directory}: {len(keys)} connections captured, summary.json has {len(flows)} flows")
+    origin = sender[keys[0]]["syn"] - int(flows[0].get("start_s", 0.0) * 1e9)
+    if from_s is None:
+        from_s = summary.get("warmup_s", 0.0)
+    rows = []
+    for key, flow in zip(keys, flows):
+        r = measure(sender[key], receiver.get(key) if receiver else None, origin + int(from_s * 1e9))
+        rows.append({"flow": flow["id"], "cc": flow.get("cc"), **r})
+    return {"dir": directory, "from_s": from_s, "flows": rows}
+
+
+def fmt(v):
+    if v is None:
+        return "-"
+    if isinstance(v, list):
+        return "/".join(fmt(x) for x in v)
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("dirs", nargs="+")
+    ap.add_argument("--from", dest="from_s", type=float, default=None)
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    try:
+        results = [analyse(d, a.from_s) for d in a.dirs]
+    except (OSError, ValueError, KeyError, json.JSONDecodeError) as e:
+        sys.exit(f"capture-timing: {e}")
+    out = a.out or (os.path.join(a.dirs[0], "capture-timing.json") if len(a.dirs) == 1 else None)
+    if out is None:
+        sys.exit("capture-timing: with several DIRs, name the output with --out FILE")
+    with open(out, "w") as f:
+        json.dump(results, f, indent=1)
+    cols = ["send_burst3", "send_after_ack_us", "ack_gap_ms", "ack_cover3", "fwd_excess_us", "spread_pairs", "rev_excess_us"]
+    print("| run | flow | cc | " + " | ".join(cols) + " |")
+    print("|---" * (len(cols) + 3) + "|")
+    for r in results:
+        for row in r["flows"]:
+            print(f"| {r['dir']} | {row['flow']} | {row['cc']} | " + " | ".join(fmt(row.get(c)) for c in cols) + " |")
+    print(f"wrote {out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
