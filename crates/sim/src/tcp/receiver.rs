@@ -191,9 +191,13 @@ impl TcpReceiver {
                 self.ooo.resize(i + 1, false);
             }
             if !self.ooo[i] {
+                // tcp_data_queue_ofo grows the window before it charges the segment to the buffer
+                // (an in-order one is charged first), so after a loss rcv_ssthresh reaches the
+                // whole free space, as TCP_INFO shows in the testbed (docs/simulator.md, "The
+                // receive window after a loss").
+                self.grow_window();
                 self.ooo[i] = true;
                 self.ooo_count += 1;
-                self.grow_window();
                 self.note_out_of_order(ctx, seq);
             }
             self.ack_check(ctx, now, false);
@@ -470,7 +474,7 @@ mod tests {
         // Segment 18 is lost; 19.. arrive 0.4 ms apart (Linux's __tcp_ack_snd_check: three
         // dupacks at once, then one ACK per tcp_comp_sack_delay_ns = min(1 ms, RTT/20)).
         let mut ctx = Ctx::default();
-        let mut rx = past_quickacks(&mut ctx);
+        let mut rx = past_quickacks_full_window(&mut ctx);
         let t = |k: u64| 18 * MS + k * 400_000;
         for (k, seq) in (19..22).enumerate() {
             let acks = acks_on(&mut rx, &mut ctx, t(k as u64), seq);
@@ -494,7 +498,7 @@ mod tests {
         rx.handshake_rtt(10 * MS);
         let mut ctx = Ctx::default();
         rx.quickacks = 0;
-        while rx.window.grow(1) {} // a grown window asks for no quick ACKs
+        while rx.window.grow(0) {} // a window grown to the whole buffer asks for no quick ACKs
         for seq in 1..4 {
             assert_eq!(acks_on(&mut rx, &mut ctx, seq as u64 * MS, seq).len(), 1);
         }
@@ -508,7 +512,7 @@ mod tests {
         // tcp_sack_new_ofo_skb: three SACK blocks fit an ACK; an arrival that would need a
         // fourth sends the pending compressed ACK (tcp_sack_compress_send_ack).
         let mut ctx = Ctx::default();
-        let mut rx = past_quickacks(&mut ctx);
+        let mut rx = past_quickacks_full_window(&mut ctx);
         for seq in 19..22 {
             assert_eq!(acks_on(&mut rx, &mut ctx, 18 * MS, seq).len(), 1);
         }
@@ -525,6 +529,15 @@ mod tests {
     }
 
     /// A receiver past its start-up quick-acks: 16 segments 1 ms apart, all acknowledged at once.
+    /// `past_quickacks` with rcv_ssthresh at the whole buffer, as any earlier loss leaves it: the
+    /// first out-of-order arrival would otherwise grow the window and be acknowledged as a quick
+    /// ACK, which Linux does not count among the three dupacks sent before compressing.
+    fn past_quickacks_full_window(ctx: &mut Ctx) -> TcpReceiver {
+        let mut rx = past_quickacks(ctx);
+        while rx.window.grow(0) {}
+        rx
+    }
+
     fn past_quickacks(ctx: &mut Ctx) -> TcpReceiver {
         let mut rx = TcpReceiver::new(0, 0, None);
         rx.handshake_rtt(20 * MS);
@@ -534,6 +547,45 @@ mod tests {
         assert!(!arrive(&mut rx, ctx, 16 * MS, 16), "delayed: one full segment");
         assert!(arrive(&mut rx, ctx, 17 * MS, 17), "every second full segment");
         rx
+    }
+
+    /// Delivers segments `seqs` back to back at `t_ns` and lets the application read them; returns
+    /// the ACKs sent on arrival, then those sent by the read (and any timer within 1 ms).
+    fn run_then_read(rx: &mut TcpReceiver, ctx: &mut Ctx, t_ns: u64, seqs: std::ops::Range<u32>) -> (Vec<Pkt>, Vec<Pkt>) {
+        let at_once = seqs.flat_map(|seq| acks_on(rx, ctx, t_ns, seq)).collect();
+        (at_once, timers_until(rx, ctx, t_ns + MS).into_iter().map(|(_, p)| p).collect())
+    }
+
+    #[test]
+    fn after_a_loss_a_lone_segment_and_the_next_run_wait_for_the_read() {
+        // Runs of three, each read before the next (25 ms apart: too little per RTT for the buffer
+        // to grow, and 40 runs for rcv_ssthresh to catch up with the buffer the start-up sized). In order, rcv_ssthresh reaches the free space less the segment just charged,
+        // so an ACK with one segment unread advertises what the read's ACK did: a lone segment
+        // left unacknowledged is acknowledged at once with the next run's first. An out-of-order
+        // arrival grows the window before it is charged (tcp_data_queue_ofo), to the whole free
+        // space; from then on one unread segment shrinks the window and the ACK waits for the
+        // read, as Linux's receiver does (one ACK of four segments).
+        let receiver = |with_loss: bool| {
+            let mut ctx = Ctx::default();
+            let mut rx = past_quickacks(&mut ctx);
+            let mut seq = 18;
+            let mut t = 20 * MS;
+            for run in 0..40 {
+                if with_loss && run == 36 {
+                    assert_eq!(run_then_read(&mut rx, &mut ctx, t, seq + 1..seq + 3).0.len(), 2, "two dupacks");
+                    assert_eq!(run_then_read(&mut rx, &mut ctx, t + 5 * MS, seq..seq + 1).0.len(), 1, "the hole filled");
+                } else {
+                    run_then_read(&mut rx, &mut ctx, t, seq..seq + 3);
+                }
+                (seq, t) = (seq + 3, t + 25 * MS);
+            }
+            let (at_once, read) = run_then_read(&mut rx, &mut ctx, t, seq..seq + 1);
+            assert!(at_once.is_empty() && read.is_empty(), "a lone segment waits for the delayed ACK");
+            let (at_once, read) = run_then_read(&mut rx, &mut ctx, t + 25 * MS, seq + 1..seq + 4);
+            (at_once.iter().map(|a| a.ack - seq).collect::<Vec<_>>(), read.iter().map(|a| a.ack - seq).collect::<Vec<_>>())
+        };
+        assert_eq!(receiver(false), (vec![2], vec![4]), "no loss: the lone segment and the run's first at once");
+        assert_eq!(receiver(true), (vec![], vec![4]), "after a loss: all four by the read");
     }
 
     #[test]

@@ -1151,11 +1151,13 @@ mod tests {
     #[test]
     fn bbr_retransmits_a_lost_pair_together_and_a_lost_half_alone() {
         // A SACK splits a GSO packet in the retransmission queue, a loss does not: a pair lost
-        // whole goes back as one transmission, a pair's lost second segment alone. The segment
-        // two before the pair is lost as well, so that the pair is repaired on a compressed
+        // whole goes back as one transmission, a pair's lost second segment alone. The two
+        // segments before the pair are lost as well, so that the pair is repaired on a compressed
         // ACK of two SACKed segments: BBR's packet conservation (cwnd = in flight + acked) then
-        // has room for both, where the third dupack (one segment) leaves room for one and
-        // tcp_xmit_retransmit_queue would split the pair as Linux does.
+        // has room for both, where a dupack of one segment leaves room for one and
+        // tcp_xmit_retransmit_queue would split the pair as Linux does. (The first arrival past a
+        // hole may grow the receive window and be acknowledged at once as a quick ACK, which
+        // the receiver does not count among its three uncompressed dupacks.)
         let run = |drop_pair: Option<u32>| {
             let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Bbr, 1), App::Backlogged);
             let mut rx = TcpReceiver::new(RECEIVER, 0, None);
@@ -1166,7 +1168,7 @@ mod tests {
                 let first_time = sends.iter().all(|s: &(u64, u32)| s.1 != p.seq);
                 let pairs_up = sends.last().is_some_and(|&(pt, ps)| pt == t && ps + 1 == p.seq);
                 sends.push((t, p.seq));
-                if drop_pair.is_some_and(|a| first_time && (p.seq + 2 == a || p.seq == a || p.seq == a + 1)) {
+                if drop_pair.is_some_and(|a| first_time && (p.seq + 3 == a || p.seq + 2 == a || p.seq == a || p.seq == a + 1)) {
                     return false;
                 }
                 let second_half = drop_pair.is_some() && half.is_none() && first_time && pairs_up && t > 1_500_000_000;
