@@ -81,27 +81,9 @@ impl Captures {
 /// repeated blocks.
 fn tcp_packet(now_ns: u64, p: &Pkt) -> Option<TcpPacket> {
     let bytes = |segment: u32| segment.wrapping_mul(MSS).wrapping_add(1);
-    let reverse = p.kind.is_reverse();
-    let (src, dst, sport, dport) = if reverse {
-        (RECEIVER, sender_addr(p.flow), RECEIVER_PORT, SENDER_PORT)
-    } else {
-        (sender_addr(p.flow), RECEIVER, SENDER_PORT, RECEIVER_PORT)
-    };
-    let mut pkt = TcpPacket {
-        ts_ns: now_ns,
-        src,
-        dst,
-        sport,
-        dport,
-        seq: 0,
-        ack: 0,
-        flags: TCP_ACK,
-        window: u16::MAX,
-        ip_len: p.len,
-        payload_len: 0,
-        sack: Default::default(),
-        sack_count: 0,
-    };
+    let (sender, receiver) = ((sender_addr(p.flow), SENDER_PORT), (RECEIVER, RECEIVER_PORT));
+    let (from, to) = if p.kind.is_reverse() { (receiver, sender) } else { (sender, receiver) };
+    let mut pkt = TcpPacket::pure_ack(now_ns, from, to, u16::MAX, p.len);
     match p.kind {
         Kind::Udp => return None,
         // The frame carries the timestamp option only, so the SYN's other options' 8 bytes

@@ -53,6 +53,26 @@ pub struct TcpPacket {
 }
 
 impl TcpPacket {
+    /// A pure ACK from `from` to `to` (address, port) at `ts_ns`: sequence and acknowledgement
+    /// numbers 0, no payload, no SACK. Writers of synthetic traces start from it.
+    pub fn pure_ack(ts_ns: u64, from: (IpAddr, u16), to: (IpAddr, u16), window: u16, ip_len: u32) -> TcpPacket {
+        TcpPacket {
+            ts_ns,
+            src: from.0,
+            dst: to.0,
+            sport: from.1,
+            dport: to.1,
+            seq: 0,
+            ack: 0,
+            flags: TCP_ACK,
+            window,
+            ip_len,
+            payload_len: 0,
+            sack: [(0, 0); MAX_SACK_BLOCKS],
+            sack_count: 0,
+        }
+    }
+
     pub fn has(&self, flag: u8) -> bool {
         self.flags & flag != 0
     }

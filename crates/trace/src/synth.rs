@@ -299,27 +299,10 @@ impl Sim {
 
     fn tcp(&self, f: u32, from_server: bool, t: u64) -> TcpPacket {
         let fl = &self.flows[f as usize];
-        let server = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
-        let (src, dst, sport, dport) = if from_server {
-            (server, fl.client, SERVER_PORT, fl.cport)
-        } else {
-            (fl.client, server, fl.cport, SERVER_PORT)
-        };
-        TcpPacket {
-            ts_ns: EPOCH_NS + t,
-            src,
-            dst,
-            sport,
-            dport,
-            seq: 0,
-            ack: 0,
-            flags: TCP_ACK,
-            window: 65535,
-            ip_len: HEADER,
-            payload_len: 0,
-            sack: [(0, 0); 4],
-            sack_count: 0,
-        }
+        let server = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), SERVER_PORT);
+        let client = (fl.client, fl.cport);
+        let (from, to) = if from_server { (server, client) } else { (client, server) };
+        TcpPacket::pure_ack(EPOCH_NS + t, from, to, 65535, HEADER)
     }
 
     fn server_isn(f: u32) -> u32 {

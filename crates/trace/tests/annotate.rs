@@ -4,7 +4,6 @@ use ratekit_core::Rate;
 use ratekit_trace::decode::{TcpPacket, TCP_ACK, TCP_SYN};
 use ratekit_trace::flow::{Direction, Segment, Tracker};
 use ratekit_trace::synth::{generate, Path, Scenario};
-use std::net::IpAddr;
 
 const MSS: u32 = 1000;
 const ISN: u32 = 0xffff_fc00; // wraps after the first packet
@@ -16,24 +15,10 @@ struct Script {
 
 impl Script {
     fn base(&self, from_server: bool) -> TcpPacket {
-        let s: IpAddr = "192.0.2.1".parse().unwrap();
-        let c: IpAddr = "198.51.100.7".parse().unwrap();
-        let (src, dst, sport, dport) = if from_server { (s, c, 80, 5555) } else { (c, s, 5555, 80) };
-        TcpPacket {
-            ts_ns: self.t,
-            src,
-            dst,
-            sport,
-            dport,
-            seq: 0,
-            ack: 0,
-            flags: TCP_ACK,
-            window: 100,
-            ip_len: 40,
-            payload_len: 0,
-            sack: [(0, 0); 4],
-            sack_count: 0,
-        }
+        let s = ("192.0.2.1".parse().unwrap(), 80);
+        let c = ("198.51.100.7".parse().unwrap(), 5555);
+        let (from, to) = if from_server { (s, c) } else { (c, s) };
+        TcpPacket::pure_ack(self.t, from, to, 100, 40)
     }
     fn at(&mut self, ms: u64) -> &mut Self {
         self.t = ms * 1_000_000;
