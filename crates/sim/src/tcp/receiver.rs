@@ -198,6 +198,8 @@ impl TcpReceiver {
                 self.grow_window();
                 self.ooo[i] = true;
                 self.ooo_count += 1;
+                // tcp_data_queue_ofo then sizes the buffer for what the queue spans (6.16+).
+                self.window.grow_buffer(self.ooo_span());
                 self.note_out_of_order(ctx, seq);
             }
             self.ack_check(ctx, now, false);
@@ -364,10 +366,15 @@ impl TcpReceiver {
         self.read_deadline = None;
         self.read += self.unread as u64;
         self.unread = 0;
-        self.window.on_read(now, self.read, self.rtt_ns);
+        self.window.on_read(now, self.read, self.rtt_ns, self.ooo_span());
         if self.delack_deadline.is_some() && self.unacked >= 2 {
             self.send_ack(ctx);
         }
+    }
+
+    /// Segments from rcv_nxt to the end of the last out-of-order one (0 with none).
+    fn ooo_span(&self) -> u32 {
+        if self.ooo_count == 0 { 0 } else { self.ooo.len() as u32 }
     }
 
     /// Segments taking buffer space: unread in order, and out of order.
@@ -628,21 +635,23 @@ mod tests {
 
     #[test]
     fn a_buffer_grown_by_a_record_read_is_filled_with_quick_acks() {
-        // 20 ms RTT; the start-up reads stay within the first RTT. One RTT on, a read of more
-        // than ever before grows the buffer, and the window then grows two segments per arrival,
+        // 20 ms RTT; the start-up's 19 segments, read by the first RTT's end, make twice 19 < the
+        // initial 56, so the buffer stays. The next RTT reads 61 more, a record: the buffer grows
+        // to twice that (tcp_rcvbuf_grow), and the window then grows two segments per arrival,
         // each acknowledged at once, until it has caught up.
         let mut ctx = Ctx::default();
         let mut rx = past_quickacks(&mut ctx);
-        let before = rx.window.clone();
         let mut t = 20 * MS;
-        for seq in 18..40 {
+        for seq in 18..78 {
             t += 200_000;
             arrive(&mut rx, &mut ctx, t, seq);
         }
-        timers_until(&mut rx, &mut ctx, t + MS);
+        let before = rx.window.clone();
+        arrive(&mut rx, &mut ctx, 41 * MS, 78);
+        timers_until(&mut rx, &mut ctx, 42 * MS);
         assert!(format!("{:?}", rx.window) != format!("{before:?}"), "the record read sized the buffer");
-        let quick = (40..60).take_while(|&seq| arrive(&mut rx, &mut ctx, t + 2 * MS + seq as u64 * 1_200, seq)).count();
-        assert!((5..20).contains(&quick), "{quick} segments acknowledged one by one");
+        let quick = (79..140).take_while(|&seq| arrive(&mut rx, &mut ctx, 43 * MS + seq as u64 * 1_200, seq)).count();
+        assert!((5..61).contains(&quick), "{quick} segments acknowledged one by one");
     }
 
     #[test]
