@@ -455,15 +455,14 @@ def main():
                 out = os.path.join(d, f"{system}-{seed}")
                 if not (args.reuse and os.path.exists(os.path.join(out, "summary.json"))):
                     run(cmd + ["--out", out], out + ".log")
-                    for attempt in range(2, RUN_ATTEMPTS + 1):
-                        if system != "testbed" or not disturbed(os.path.join(out, "summary.json")):
-                            break
-                        print(f"calibrate: {case['name']} seed {seed}: the delay line ran late, running it again ({attempt} of {RUN_ATTEMPTS})", file=sys.stderr)
-                        run(cmd + ["--out", out], out + ".log")
-                    else:
-                        if system == "testbed" and disturbed(os.path.join(out, "summary.json")):
+                    attempts = 1
+                    while system == "testbed" and disturbed(os.path.join(out, "summary.json")):
+                        if attempts == RUN_ATTEMPTS:
                             os.remove(os.path.join(out, "summary.json"))
                             sys.exit(f"calibrate: {case['name']} seed {seed}: the delay line ran late in {RUN_ATTEMPTS} runs; the machine is too busy to judge (nothing stored; --reuse goes on from here)")
+                        attempts += 1
+                        print(f"calibrate: {case['name']} seed {seed}: the delay line ran late, running it again ({attempts} of {RUN_ATTEMPTS})", file=sys.stderr)
+                        run(cmd + ["--out", out], out + ".log")
                 m = metrics(os.path.join(out, "summary.json"), warmup_s, window_s, duration_s)
                 per[system].append(m)
                 if system == "testbed":

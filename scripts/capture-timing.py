@@ -29,33 +29,20 @@ import statistics
 import struct
 import sys
 
+from classic_pcap import read_pcap
+
 BURST_NS = 50_000
 MSS = 1448
 
 
-def read_pcap(path):
+def read_tcp(path):
     """Yields (t_ns, src, sport, dst, dport, seq, ack, flags, payload) for each TCP/IPv4 frame."""
-    with open(path, "rb") as f:
-        data = f.read()
-    if len(data) < 24:
-        raise ValueError(f"{path}: not a pcap file (too short)")
-    magic = struct.unpack_from("<I", data)[0]
-    if magic in (0xA1B2C3D4, 0xA1B23C4D):
-        endian = "<"
-    elif magic in (0xD4C3B2A1, 0x4D3CB2A1):
-        endian = ">"
-    else:
-        raise ValueError(f"{path}: not a classic pcap file (magic {magic:#x})")
-    nano = magic in (0xA1B23C4D, 0x4D3CB2A1)
-    linktype = struct.unpack_from(endian + "I", data, 20)[0]
+    header, endian, nanos, records = read_pcap(path)
+    linktype = struct.unpack_from(endian + "I", header, 20)[0]
     if linktype != 1:
         raise ValueError(f"{path}: link type {linktype}, only Ethernet (1) is read")
-    at = 24
-    while at + 16 <= len(data):
-        sec, frac, caplen, _ = struct.unpack_from(endian + "IIII", data, at)
-        frame = data[at + 16 : at + 16 + caplen]
-        at += 16 + caplen
-        t_ns = sec * 1_000_000_000 + (frac if nano else frac * 1000)
+    for sec, frac, _, _, frame in records:
+        t_ns = sec * 1_000_000_000 + (frac if nanos else frac * 1000)
         if len(frame) < 54 or frame[12:14] != b"\x08\x00" or frame[23] != 6:
             continue
         ihl = (frame[14] & 15) * 4
@@ -72,7 +59,7 @@ def read_pcap(path):
 def flows_of(path):
     """Per flow (keyed by its data direction's endpoints): SYN time, data sends, ACKs."""
     flows = {}
-    for t, src, sport, dst, dport, seq, ack, flags, payload in read_pcap(path):
+    for t, src, sport, dst, dport, seq, ack, flags, payload in read_tcp(path):
         fwd = (src, sport, dst, dport)
         rev = (dst, dport, src, sport)
         if flags & 0x02 and not flags & 0x10:

@@ -83,9 +83,11 @@ def test_added_seeds_do_not_mix_with_stored_runs(tmp_path):
     assert r.returncode != 0 and "--seeds" in r.stderr, r.stderr
 
 
-@pytest.mark.parametrize("script", ["calibrate.py", "lab-artefacts.py"])
-def test_help_prints_the_whole_docstring(script):
+@pytest.mark.parametrize("script", ["calibrate.py", "lab-artefacts.py", "capture-timing.py"])
+def test_help_prints_the_whole_docstring(script, monkeypatch):
     # argparse reflows a description into one paragraph; the scripts' usage text is laid out by hand.
+    # The scripts import their shared modules (classic_pcap) from their own folder, as when run.
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
     path = ROOT / "scripts" / script
     spec = importlib.util.spec_from_file_location(script.removesuffix(".py").replace("-", "_"), path)
     module = importlib.util.module_from_spec(spec)

@@ -130,13 +130,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 fn run_one(r: &Resolved, seed: Option<u64>, dir: &Path, stop: &AtomicBool, progress: Option<&mut dyn FnMut(f64)>) -> anyhow::Result<(Summary, Series)> {
     let mut captures = Captures::open(r, dir)?;
     let result = {
-        let mut record = |point, now, p: &_| {
-            if let Some(c) = captures.as_mut() {
-                c.record(point, now, p)
-            }
-        };
-        let wanted = r.scenario.testbed.pcap || r.scenario.testbed.pcap_receiver;
-        let tap: Option<&mut ratekit_sim::Tap> = if wanted { Some(&mut record) } else { None };
+        let mut record = captures.as_mut().map(|c| move |point, now, p: &_| c.record(point, now, p));
+        let tap = record.as_mut().map(|f| f as &mut ratekit_sim::Tap);
         // Reborrowed for this block, so that the caller's callback and the local one share the
         // one lifetime RunOptions has.
         let progress = progress.map(|p| p as &mut dyn FnMut(f64));

@@ -6,8 +6,9 @@
 //! arrival up to the free space (`tcp_grow_window`, which also asks for a quick ACK), and the
 //! buffer grows to twice the most the application read in one receiver RTT plus the span of the
 //! out-of-order queue (`tcp_rcvbuf_grow`, Linux 6.16+), when a read sets that record (dynamic
-//! right-sizing, `tcp_rcv_space_adjust`) and on each out-of-order arrival (`tcp_data_queue_ofo`). So once the window has caught up with the buffer, data
-//! the application has not read yet shrinks it: a burst arriving faster than the application
+//! right-sizing, `tcp_rcv_space_adjust`) and on each out-of-order arrival (`tcp_data_queue_ofo`).
+//! So once the window has caught up with the buffer, data the application has not read yet
+//! shrinks it: a burst arriving faster than the application
 //! wakes is acknowledged once, by the read. Measured in a capture of four Reno flows behind a
 //! 50 kB FairPolicer at 100 ms (Linux 6.18): each line-rate burst of 4-12 segments drew one ACK,
 //! 0.19-0.24 ACKs per segment, and while the buffer grew every segment drew one, the advertised

@@ -535,7 +535,6 @@ mod tests {
         assert_eq!(sacked(&fired[0].1), vec![29]);
     }
 
-    /// A receiver past its start-up quick-acks: 16 segments 1 ms apart, all acknowledged at once.
     /// `past_quickacks` with rcv_ssthresh at the whole buffer, as any earlier loss leaves it: the
     /// first out-of-order arrival would otherwise grow the window and be acknowledged as a quick
     /// ACK, which Linux does not count among the three dupacks sent before compressing.
@@ -545,6 +544,7 @@ mod tests {
         rx
     }
 
+    /// A receiver past its start-up quick-acks: 16 segments 1 ms apart, all acknowledged at once.
     fn past_quickacks(ctx: &mut Ctx) -> TcpReceiver {
         let mut rx = TcpReceiver::new(0, 0, None);
         rx.handshake_rtt(20 * MS);
@@ -566,8 +566,9 @@ mod tests {
     #[test]
     fn after_a_loss_a_lone_segment_and_the_next_run_wait_for_the_read() {
         // Runs of three, each read before the next (25 ms apart: too little per RTT for the buffer
-        // to grow, and 40 runs for rcv_ssthresh to catch up with the buffer the start-up sized). In order, rcv_ssthresh reaches the free space less the segment just charged,
-        // so an ACK with one segment unread advertises what the read's ACK did: a lone segment
+        // to grow, and 40 runs for rcv_ssthresh to catch up with the buffer the start-up sized).
+        // In order, rcv_ssthresh reaches the free space less the segment just charged, so an
+        // ACK with one segment unread advertises what the read's ACK did: a lone segment
         // left unacknowledged is acknowledged at once with the next run's first. An out-of-order
         // arrival grows the window before it is charged (tcp_data_queue_ofo), to the whole free
         // space; from then on one unread segment shrinks the window and the ACK waits for the
