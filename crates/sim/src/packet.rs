@@ -77,7 +77,7 @@ impl Kind {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Pkt {
     pub flow: u32,
-    pub hop: u16,
+    pub hop: u8,
     pub kind: Kind,
     /// Segment number (data) or datagram number (UDP).
     pub seq: u32,
@@ -94,9 +94,10 @@ pub struct Pkt {
     pub enq_ns: u64,
     /// TCP timestamps (RFC 7323, Linux's millisecond clock): a segment's TSval, an ACK's TSecr.
     pub ts_ms: u32,
-    /// A data segment of a user-space transport (Copa's genericCC, PCC Vivace's PCC-Uspace),
-    /// whose receiver acknowledges every packet at once instead of as Linux does.
-    pub ack_each: bool,
+    /// The other half of the timestamps, the receiving end's clock in its low 16 bits (its RTTs
+    /// are far shorter than 65 s): an ACK's TSval, and a segment's TSecr, which echoes the
+    /// latest the sender had. The receiver times its RTT by it (`tcp_rcv_rtt_measure_ts`).
+    pub receiver_ts_ms: u16,
 }
 
 // Every hop copies a packet and the pool's cache footprint sets the 1000-flow scenario's speed.

@@ -189,28 +189,3 @@ fn bcpqp_mix_of_100_aggregates_enforces_the_rate() {
         assert!(a.mean_normalized_throughput < 1.0, "on-off aggregate {} above r", a.id);
     }
 }
-
-/// Flows of one RTT behind a policer share about as evenly as Linux's: four CUBIC flows at 40 ms
-/// through a 50 kB FairPolicer at 10 Mbit/s (the grid's fp50k-4c-10m-40ms), Jain over the flows'
-/// mean goodputs averaged over seeds 1-10 as the grid averages them, within issue 14's 0.05 of
-/// Linux's 0.984 (its three stored runs, 0.98-0.99). The hosts' timing noise on the ACK path
-/// (`ack_jitter`) once decided this case: until Recovery restarted as Linux's does when one ends
-/// with a segment still marked lost, the flows locked in phase without it (0.85-0.91 per seed).
-/// Now they do not (0.952 without against 0.946 with, seeds 1-12), so the noise stays for what
-/// the testbed's captures show, not for this result.
-#[test]
-fn flows_of_one_rtt_share_a_fair_policer_as_evenly_as_linux() {
-    let per_seed = (1..=10).map(|seed| {
-        let text = format!(
-            "name = \"phase\"\nduration = \"15s\"\nseed = {seed}\n[measure]\nwindow = \"250ms\"\nwarmup = \"3s\"\n\
-             [enforcer]\nkind = \"fair_policer\"\nrate = \"10mbit\"\nbucket = 50000\n\
-             [[aggregates]]\nrate = \"10mbit\"\nhost_rate = \"10gbit\"\nlink_rate = \"10gbit\"\n\
-             [[aggregates.flows]]\nrtt = \"40ms\"\nstart_jitter = \"10ms\"\ncc = \"cubic\"\ncount = 4\n"
-        );
-        let s = run_text(&text, "phase.toml", false).0;
-        let g: Vec<f64> = s.flows.iter().map(|f| f.mean_goodput_bps).collect();
-        ratekit_core::metrics::jain(&g).expect("the flows delivered something")
-    });
-    let jain = per_seed.sum::<f64>() / 10.0;
-    assert!(jain >= 0.984 - 0.05, "Jain {jain:.3} against Linux's 0.984");
-}

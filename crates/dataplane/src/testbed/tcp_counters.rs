@@ -9,7 +9,7 @@ pub use ratekit_lab::summary::FlowTcpInfo;
 use std::collections::BTreeMap;
 
 /// (table, counter) pairs kept, named `table.counter` in summary.json.
-const KEPT: [(&str, &str); 9] = [
+const KEPT: [(&str, &str); 13] = [
     ("Tcp", "OutSegs"),
     ("Tcp", "RetransSegs"),
     ("TcpExt", "TCPTimeouts"),
@@ -19,6 +19,11 @@ const KEPT: [(&str, &str); 9] = [
     ("TcpExt", "TCPSackRecovery"),
     ("TcpExt", "TCPRenoRecovery"),
     ("TcpExt", "TCPFastRetrans"),
+    // How CUBIC left slow start (HyStart's two detectors) and at what window, summed over flows.
+    ("TcpExt", "TCPHystartTrainDetect"),
+    ("TcpExt", "TCPHystartTrainCwnd"),
+    ("TcpExt", "TCPHystartDelayDetect"),
+    ("TcpExt", "TCPHystartDelayCwnd"),
 ];
 
 pub type Counters = BTreeMap<String, u64>;

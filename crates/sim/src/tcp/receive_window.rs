@@ -4,9 +4,12 @@
 //! tp->rcv_wnd`); otherwise the ACK waits for the application's read (`tcp_cleanup_rbuf`). The
 //! window is min(free buffer space, `rcv_ssthresh`). `rcv_ssthresh` grows by two segments per
 //! arrival up to the free space (`tcp_grow_window`, which also asks for a quick ACK), and the
-//! buffer grows to twice the most the application read in one receiver RTT plus the span of the
-//! out-of-order queue (`tcp_rcvbuf_grow`, Linux 6.16+), when a read sets that record (dynamic
-//! right-sizing, `tcp_rcv_space_adjust`) and on each out-of-order arrival (`tcp_data_queue_ofo`).
+//! buffer grows to twice the most the application read in one receiver RTT (what is still queued
+//! does not count), plus four times that scaled by the record's growth over the one before (a
+//! slow-starting sender doubles again meanwhile), plus the span of the out-of-order queue
+//! (`tcp_rcvbuf_grow` as Linux 6.18 has it), when a read sets that record (dynamic right-sizing,
+//! `tcp_rcv_space_adjust`, over the receiver's RTT as the timestamps measure it) and on each
+//! out-of-order arrival (`tcp_data_queue_ofo`).
 //! So once the window has caught up with the buffer, data the application has not read yet
 //! shrinks it: a burst arriving faster than the application
 //! wakes is acknowledged once, by the read. Measured in a capture of four Reno flows behind a
@@ -86,27 +89,49 @@ impl ReceiveWindow {
         self.space_since_ns = now_ns;
     }
 
-    /// `tcp_rcv_space_adjust` after a read, with `read` segments read in all, the receiver's RTT
-    /// and the out-of-order queue's span (segments from rcv_nxt to the end of the last one): once
-    /// per RTT, a record amount read becomes the space and sizes the buffer.
-    pub fn on_read(&mut self, now_ns: u64, read: u64, rtt_ns: Option<u64>, ooo_span: u32) {
+    /// `tcp_rcv_space_adjust` as a segment is read, with `read` segments read in all, `queued`
+    /// still waiting in order behind it, the receiver's RTT and the out-of-order queue's span
+    /// (segments from rcv_nxt to the end of the last one): once per RTT, a record amount read
+    /// becomes the space and sizes the buffer. What is still queued does not count (`copied -=
+    /// inq`), so a hole's filling, which makes a window's worth readable at once, is no rate.
+    pub fn on_read(&mut self, now_ns: u64, read: u64, queued: u32, rtt_ns: Option<u64>, ooo_span: u32) {
         let Some(rtt_ns) = rtt_ns else { return };
         if now_ns - self.space_since_ns < rtt_ns {
             return;
         }
-        let copied = read - self.space_read;
+        let copied = (read - self.space_read).saturating_sub(queued as u64);
         if copied > self.space as u64 {
-            self.space = copied.min(u32::MAX as u64) as u32;
-            self.grow_buffer(ooo_span);
+            self.size_buffer(copied.min(u32::MAX as u64) as u32, ooo_span);
         }
         self.space_read = read;
         self.space_since_ns = now_ns;
     }
 
-    /// `tcp_rcvbuf_grow` (Linux 6.16+): room for the sender to double what the application reads
-    /// in an RTT, plus what the out-of-order queue spans; the buffer never shrinks.
+    /// The window clamp and the record read in one RTT, in segments (for tests).
+    #[cfg(test)]
+    pub fn clamp(&self) -> u32 {
+        self.clamp
+    }
+
+    #[cfg(test)]
+    pub fn space(&self) -> u32 {
+        self.space
+    }
+
+    /// `tcp_rcvbuf_grow` from an out-of-order arrival: the record stays, the span counts.
     pub fn grow_buffer(&mut self, ooo_span: u32) {
-        let window = 2 * self.space as u64 + ooo_span as u64;
+        self.size_buffer(self.space, ooo_span);
+    }
+
+    /// `tcp_rcvbuf_grow` (6.18, with "tcp: fix too slow tcp_rcvbuf_grow() action"): twice the
+    /// record (DRS is an RTT late), plus four times it scaled by its growth over the last record
+    /// (slow start), plus what the out-of-order queue spans; the buffer never shrinks.
+    fn size_buffer(&mut self, record: u32, ooo_span: u32) {
+        let (old, new) = (self.space as u64, record as u64);
+        self.space = record;
+        let window = 2 * new;
+        let slow_start = window * (new - old) / old.max(1);
+        let window = window + 2 * slow_start + ooo_span as u64;
         self.clamp = self.clamp.max(window.min(MAX_CLAMP as u64) as u32);
     }
 }
@@ -129,29 +154,28 @@ mod tests {
     }
 
     #[test]
-    fn a_record_read_per_rtt_sizes_the_buffer_and_nothing_else_does() {
-        // Linux 6.18's receivers in the testbed: a CUBIC flow that read 15 segments in its record
-        // RTT kept the initial buffer (rcvbuf 131,072 B, window clamp 56 segments), which the
-        // formula before tcp_rcvbuf_grow (2·copied + 16 segments, plus twice as much again for
-        // the growth over the last record) would have taken to 92.
+    fn a_record_read_per_rtt_sizes_the_buffer_for_the_next_rtts_growth() {
+        // tcp_rcvbuf_grow (6.18) in segments: 2·record + 2·(2·record)·(record − last)/last.
         const MS: u64 = 1_000_000;
         let rtt = Some(100 * MS);
         let mut w = ReceiveWindow::default();
-        w.on_read(50 * MS, 15, rtt, 0);
+        w.on_read(50 * MS, 15, 0, rtt, 0);
         assert_eq!((w.clamp, w.space), (INITIAL_CLAMP, INITIAL_SPACE), "not before an RTT has passed");
-        w.on_read(100 * MS, 15, rtt, 0);
-        assert_eq!((w.clamp, w.space), (INITIAL_CLAMP, 15), "a record of 15: twice that is under the initial clamp");
-        w.on_read(200 * MS, 15 + 40, rtt, 0);
-        assert_eq!((w.clamp, w.space), (80, 40), "a record of 40: twice that");
-        w.on_read(300 * MS, 55 + 30, rtt, 0);
-        assert_eq!((w.clamp, w.space), (80, 40), "30 read, less than the record");
-        w.on_read(400 * MS, 85 + 41, rtt, 12);
-        assert_eq!((w.clamp, w.space), (94, 41), "a record, with 12 segments spanned out of order");
-        w.grow_buffer(30);
-        assert_eq!(w.clamp, 112, "an out-of-order arrival: twice the record plus the span");
+        w.on_read(100 * MS, 12, 0, rtt, 0);
+        assert_eq!((w.clamp, w.space), (INITIAL_CLAMP, 12), "a record of 12 after 10: 24 + 2·4, under the initial buffer");
+        w.on_read(200 * MS, 12 + 24, 0, rtt, 0);
+        assert_eq!((w.clamp, w.space), (144, 24), "a doubled record: room for the rate to double again, 48 + 2·48");
+        w.on_read(300 * MS, 36 + 20, 0, rtt, 0);
+        assert_eq!((w.clamp, w.space), (144, 24), "20 read, less than the record");
+        w.on_read(400 * MS, 56 + 30, 10, rtt, 0);
+        assert_eq!((w.clamp, w.space), (144, 24), "30 read with 10 still queued (a hole filled): 20, no record");
+        w.on_read(500 * MS, 86 + 25, 0, rtt, 0);
+        assert_eq!((w.clamp, w.space), (144, 25), "a record of 25 after 24: 50 + 2·2, under the buffer");
+        w.grow_buffer(120);
+        assert_eq!(w.clamp, 170, "an out-of-order arrival: twice the record plus the span");
         w.grow_buffer(0);
-        assert_eq!(w.clamp, 112, "the buffer never shrinks");
-        w.on_read(500 * MS, 10_000_000, None, 0);
-        assert_eq!(w.space, 41, "no RTT measured, no right-sizing");
+        assert_eq!(w.clamp, 170, "the buffer never shrinks");
+        w.on_read(600 * MS, 10_000_000, 0, None, 0);
+        assert_eq!(w.space, 25, "no RTT measured, no right-sizing");
     }
 }

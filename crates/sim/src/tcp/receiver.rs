@@ -2,6 +2,7 @@
 
 use super::receive_window::ReceiveWindow;
 use super::timer_wheel::TimerWheel;
+use super::ts_clock_ms;
 use crate::ctx::Ctx;
 use crate::engine::{ComponentId, Wakeup};
 use crate::packet::{Kind, Pkt, Sacks, HEADER, MSS, SYN_LEN};
@@ -15,7 +16,7 @@ use std::collections::VecDeque;
 /// the receiver's RTO or after a duplicate segment, and one while the window grows) or when a
 /// hole closes; otherwise delayed (by the ACK timeout, ATO, which Linux adapts: 40 ms to the
 /// receiver's RTT) while nothing waits out of order, and compressed while something does.
-/// Segments marked `ack_each` (the user-space transports of Copa and PCC Vivace) are each
+/// A receiver marked `ack_each` (the user-space transports of Copa and PCC Vivace) has each
 /// acknowledged at once.
 pub struct TcpReceiver {
     pub id: ComponentId,
@@ -37,8 +38,14 @@ pub struct TcpReceiver {
     /// When the application, woken by the first unread arrival, reads, and how long it sleeps.
     read_deadline: Option<u64>,
     read_wakeup_ns: u64,
-    /// The RTT from the handshake: the receiver's period for sizing its buffer.
+    /// The RTT from the handshake (the receiving socket's srtt, which only data of its own would
+    /// update): the cap of the delayed ACK's timeout.
     rtt_ns: Option<u64>,
+    /// `rcv_rtt_est`, the receiver's period for sizing its buffer: from the segments' echoes of
+    /// its ACKs' timestamps, so it follows the queueing delay (`rcv_rtt_measure`).
+    rcv_rtt_ns: Option<u64>,
+    /// The TSecr last timed (`rcv_rtt_last_tsecr`): each ACK's timestamp is timed once.
+    rcv_rtt_last_tsecr: u16,
     quickacks: u32,
     /// When in-order data last arrived (Linux's `icsk_ack.lrcvtime`).
     last_in_order_ns: Option<u64>,
@@ -61,8 +68,9 @@ pub struct TcpReceiver {
     /// from the handshake's RTT sample, RTT + max(2·RTT, rto_min) (`tcp_rtt_estimator`'s first
     /// sample); TCP_TIMEOUT_INIT before it.
     rto_ns: u64,
-    /// The sender's packets ask for an ACK each (`Pkt::ack_each`).
-    ack_each: bool,
+    /// The flow is a user-space transport's (Copa, PCC Vivace), whose receiver acknowledges each
+    /// packet at once.
+    pub ack_each: bool,
     wake: Wakeup,
     /// Payload bytes delivered in order to the application.
     pub delivered_bytes: u64,
@@ -112,6 +120,8 @@ impl TcpReceiver {
             read_deadline: None,
             read_wakeup_ns: DEFAULT_RECEIVER_WAKEUP.0,
             rtt_ns: None,
+            rcv_rtt_ns: None,
+            rcv_rtt_last_tsecr: 0,
             quickacks: QUICKACKS,
             last_in_order_ns: None,
             ato_ns: ATO_MIN_NS,
@@ -141,7 +151,7 @@ impl TcpReceiver {
     pub fn on_packet(&mut self, ctx: &mut Ctx, p: &Pkt) {
         if p.kind == Kind::Syn {
             self.synack_sent_ns = Some(ctx.ev.now());
-            ctx.send(Pkt { flow: self.flow, kind: Kind::SynAck, len: SYN_LEN, ..Pkt::default() });
+            ctx.send(Pkt { flow: self.flow, kind: Kind::SynAck, len: SYN_LEN, receiver_ts_ms: receiver_ts_clock(ctx.ev.now()), ..Pkt::default() });
             return;
         }
         if let Some(t) = self.synack_sent_ns.take() {
@@ -155,7 +165,7 @@ impl TcpReceiver {
             if p.seq <= self.rcv_wup && p.ts_ms >= self.ts_recent {
                 self.ts_recent = p.ts_ms;
             }
-            self.ack_each = p.ack_each;
+            self.measure_rcv_rtt(ctx.ev.now(), p);
             self.on_data(ctx, p.seq, p.len - HEADER);
         }
     }
@@ -170,9 +180,12 @@ impl TcpReceiver {
 
     /// The receiver's RTT from the handshake sets its RTO and the compressed-ACK delay, 5 % of
     /// the RTT (`tcp_sack_compress_send_ack` takes srtt when below its `rcv_rtt_est`).
+    /// It also seeds `rcv_rtt_est`, which Linux takes from the first segment's echo of the
+    /// SYN-ACK's timestamp, about the same time.
     fn handshake_rtt(&mut self, rtt_ns: u64) {
         self.rto_ns = rtt_ns + (2 * rtt_ns).max(RTO_MIN_NS);
         self.rtt_ns = Some(rtt_ns);
+        self.rcv_rtt_ns = Some(rtt_ns);
         self.comp_delay_ns = COMP_SACK_DELAY_NS.min(rtt_ns / 20);
     }
 
@@ -364,9 +377,13 @@ impl TcpReceiver {
     /// than one full segment is unacknowledged (`tcp_cleanup_rbuf`).
     fn app_read(&mut self, ctx: &mut Ctx, now: u64) {
         self.read_deadline = None;
+        // tcp_recvmsg adjusts the space after each segment it copies; only the first can close
+        // an RTT's measure, which the rest then starts.
+        if self.unread > 0 {
+            self.window.on_read(now, self.read + 1, self.unread - 1, self.rcv_rtt_ns, self.ooo_span());
+        }
         self.read += self.unread as u64;
         self.unread = 0;
-        self.window.on_read(now, self.read, self.rtt_ns, self.ooo_span());
         if self.delack_deadline.is_some() && self.unacked >= 2 {
             self.send_ack(ctx);
         }
@@ -380,6 +397,25 @@ impl TcpReceiver {
     /// Segments taking buffer space: unread in order, and out of order.
     fn held(&self) -> u32 {
         self.unread + self.ooo_count
+    }
+
+    /// `tcp_rcv_rtt_measure_ts` (Linux 6.16+, `tcp_rcv_rtt_update`): a full segment echoing an ACK
+    /// not timed yet gives the time since that ACK left, in the timestamps' whole milliseconds; a
+    /// sample below the estimate replaces it, a larger one moves it an eighth of the way.
+    fn measure_rcv_rtt(&mut self, now: u64, p: &Pkt) {
+        if p.receiver_ts_ms == self.rcv_rtt_last_tsecr {
+            return;
+        }
+        self.rcv_rtt_last_tsecr = p.receiver_ts_ms;
+        let elapsed_ms = receiver_ts_clock(now).wrapping_sub(p.receiver_ts_ms);
+        if p.len - HEADER < MSS || elapsed_ms == 0 || elapsed_ms >= 1 << 15 {
+            return;
+        }
+        let sample = u64::from(elapsed_ms) * 1_000_000;
+        self.rcv_rtt_ns = Some(match self.rcv_rtt_ns {
+            Some(old) if sample >= old => old - old / 8 + sample / 8,
+            _ => sample,
+        });
     }
 
     /// `tcp_grow_window` on an arrival; growing, it asks for a quick ACK (`icsk_ack.quick |= 1`).
@@ -400,8 +436,14 @@ impl TcpReceiver {
         self.compressed = 0;
         let sack = std::mem::take(&mut self.news);
         self.rcv_wup = self.rcv_nxt;
-        ctx.send(Pkt { flow: self.flow, kind: Kind::Ack, ack: self.rcv_nxt, sack, len: HEADER, ts_ms: self.ts_recent, ..Pkt::default() });
+        let receiver_ts_ms = receiver_ts_clock(ctx.ev.now());
+        ctx.send(Pkt { flow: self.flow, kind: Kind::Ack, ack: self.rcv_nxt, sack, len: HEADER, ts_ms: self.ts_recent, receiver_ts_ms, ..Pkt::default() });
     }
+}
+
+/// The receiving host's timestamp clock as its ACKs carry it: Linux's milliseconds, low 16 bits.
+fn receiver_ts_clock(now_ns: u64) -> u16 {
+    ts_clock_ms(now_ns) as u16
 }
 
 #[derive(Clone, Copy)]
@@ -636,10 +678,11 @@ mod tests {
 
     #[test]
     fn a_buffer_grown_by_a_record_read_is_filled_with_quick_acks() {
-        // 20 ms RTT; the start-up's 19 segments, read by the first RTT's end, make twice 19 < the
-        // initial 56, so the buffer stays. The next RTT reads 61 more, a record: the buffer grows
-        // to twice that (tcp_rcvbuf_grow), and the window then grows two segments per arrival,
-        // each acknowledged at once, until it has caught up.
+        // 20 ms RTT: the first RTT's 19 segments, a record over the initial 10, size the buffer
+        // to 2·19 + 2·(2·19·9/10) = 106 segments. The next RTT reads 60, a record over 19: the
+        // buffer grows to 2·60 + 2·(2·60·41/19) = 636 (tcp_rcvbuf_grow, room for a sender still
+        // doubling), and the window then grows two segments per arrival, each acknowledged at
+        // once, until it has caught up.
         let mut ctx = Ctx::default();
         let mut rx = past_quickacks(&mut ctx);
         let mut t = 20 * MS;
@@ -651,8 +694,9 @@ mod tests {
         arrive(&mut rx, &mut ctx, 41 * MS, 78);
         timers_until(&mut rx, &mut ctx, 42 * MS);
         assert!(format!("{:?}", rx.window) != format!("{before:?}"), "the record read sized the buffer");
-        let quick = (79..140).take_while(|&seq| arrive(&mut rx, &mut ctx, 43 * MS + seq as u64 * 1_200, seq)).count();
-        assert!((5..61).contains(&quick), "{quick} segments acknowledged one by one");
+        assert_eq!((rx.window.clamp(), rx.window.space()), (636, 60));
+        let quick = (79..600).take_while(|&seq| arrive(&mut rx, &mut ctx, 43 * MS + seq as u64 * 1_200, seq)).count();
+        assert!((240..260).contains(&quick), "{quick} segments acknowledged one by one");
     }
 
     #[test]
@@ -694,6 +738,27 @@ mod tests {
         }
         assert!(!arrive(&mut rx, &mut ctx, 119 * MS + 250 * MS, 18), "delayed after 250 ms");
         assert!(arrive(&mut rx, &mut ctx, 119 * MS + 600 * MS, 19), "quick-ack after 350 ms");
+    }
+
+    #[test]
+    fn the_receivers_rtt_follows_the_timestamps_its_acks_get_back() {
+        // tcp_rcv_rtt_measure_ts (6.16+): a full segment echoing an ACK's TSval not timed before
+        // gives the time since that ACK left; a sample under the estimate replaces it, a larger
+        // one moves it an eighth of the way. The handshake's 100 ms seeds it.
+        let mut ctx = Ctx::default();
+        let mut rx = TcpReceiver::new(0, 0, None);
+        rx.handshake_rtt(100 * MS);
+        let mut segment = |t_ms: u64, seq: u32, ack_left_ms: u64, payload: u32| {
+            ctx.ev.advance_to(t_ms * MS);
+            let echo = receiver_ts_clock(ack_left_ms * MS);
+            rx.on_packet(&mut ctx, &Pkt { kind: Kind::Data, seq, len: HEADER + payload, receiver_ts_ms: echo, ..Pkt::default() });
+            take_acks(&mut ctx);
+            rx.rcv_rtt_ns.map(|r| r / 100_000)
+        };
+        assert_eq!(segment(1_000, 0, 800, MSS), Some(1_125), "a 200 ms sample: 100 + (200 − 100)/8 ms, in 0.1 ms");
+        assert_eq!(segment(1_001, 1, 800, MSS), Some(1_125), "the same echo is timed once");
+        assert_eq!(segment(1_010, 2, 950, 100), Some(1_125), "a short segment is not timed");
+        assert_eq!(segment(1_020, 3, 960, MSS), Some(600), "a 60 ms sample is latched at once");
     }
 
     /// A receiver past its start-up quick ACKs, its window grown: a lone segment's ACK is delayed.

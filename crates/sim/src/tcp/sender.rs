@@ -16,15 +16,12 @@ use crate::cc::{CaState, Cc, Conn, RateSample};
 use crate::ctx::Ctx;
 use crate::engine::{ComponentId, Wakeup};
 use super::timer_wheel::TimerWheel;
+use super::ts_clock_ms;
 use crate::packet::{Kind, Pkt, Sacks, HEADER, MSS, SACK_BLOCKS, SYN_LEN};
 use std::collections::VecDeque;
 
 pub const INIT_CWND: u32 = 10;
 
-/// The TSval clock: milliseconds, never 0 (a TSecr of 0 means no timestamp).
-fn ts_clock_ms(now_ns: u64) -> u32 {
-    (now_ns / 1_000_000) as u32 + 1
-}
 const RTO_MIN_NS: u64 = 200_000_000;
 const RTO_INIT_NS: u64 = 1_000_000_000;
 const RTO_MAX_NS: u64 = 120_000_000_000;
@@ -78,9 +75,6 @@ pub struct TcpSender {
     pub flow: u32,
     pub cc: Cc,
     pub app: App,
-    /// The congestion control's receiver ACKs every packet (Copa, Vivace): asked once, since
-    /// every segment carries it.
-    ack_each: bool,
     conn: Conn,
     segs: VecDeque<Seg>,
     sacked_out: u32,
@@ -105,6 +99,8 @@ pub struct TcpSender {
     // Tail loss probe
     tlp_deadline: Option<u64>,
     tlp_high_seq: Option<u32>,
+    /// The latest TSval from the receiver's ACKs, echoed in each segment's TSecr.
+    ts_recent: u16,
     // Rate sampling (tcp_rate.c)
     delivered_ns: u64,
     first_tx_ns: u64,
@@ -138,7 +134,6 @@ impl TcpSender {
         TcpSender {
             id,
             flow,
-            ack_each: cc.acks_each_packet(),
             cc,
             app,
             conn: Conn::new(INIT_CWND, MSS),
@@ -158,6 +153,7 @@ impl TcpSender {
             reo_deadline: None,
             tlp_deadline: None,
             tlp_high_seq: None,
+            ts_recent: 0,
             delivered_ns: 0,
             first_tx_ns: 0,
             high_seq: 0,
@@ -353,6 +349,11 @@ impl TcpSender {
 
     /// A packet from the receiver.
     pub fn on_packet(&mut self, ctx: &mut Ctx, p: &Pkt) {
+        // tcp_replace_ts_recent: a pure ACK sits at the window's edge, so its TSval is the one
+        // to echo unless older (PAWS, in serial-number order).
+        if p.receiver_ts_ms.wrapping_sub(self.ts_recent) < 1 << 15 {
+            self.ts_recent = p.receiver_ts_ms;
+        }
         match p.kind {
             Kind::SynAck => self.on_synack(ctx),
             _ => self.on_ack(ctx, p.ack, p.sack, p.ts_ms),
@@ -927,7 +928,7 @@ impl TcpSender {
         if self.rto_deadline.is_none() {
             self.rto_deadline = Some(self.backed_off_rto(now));
         }
-        ctx.send(Pkt { flow: self.flow, kind: Kind::Data, seq, len, ts_ms: ts_clock_ms(now), ack_each: self.ack_each, ..Pkt::default() });
+        ctx.send(Pkt { flow: self.flow, kind: Kind::Data, seq, len, ts_ms: ts_clock_ms(now), receiver_ts_ms: self.ts_recent, ..Pkt::default() });
     }
 
     /// tcp_schedule_loss_probe (Linux 6.x): only in Open state, with an RTT estimate, one probe
@@ -1014,6 +1015,7 @@ mod tests {
         let mut ctx = Ctx::default();
         let mut wire: BinaryHeap<Reverse<(u64, u64, u32)>> = BinaryHeap::new();
         let (mut order, mut link_free) = (0u64, 0u64);
+        rx.ack_each = tx.cc.acks_each_packet();
         tx.schedule_start(&mut ctx, 0);
         loop {
             let next_wire = wire.peek().map_or(u64::MAX, |Reverse((t, _, _))| *t);

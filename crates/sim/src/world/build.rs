@@ -98,6 +98,7 @@ impl World {
                     let app = App::new(&f.app, rng, stop_ns, f.rtt.0 - half);
                     let finite = app.finite_shape();
                     let cc = Cc::new(f.cc, mix(seed, 0xCC00_0000 + fid as u64));
+                    let ack_each = cc.acks_each_packet();
                     let mut tx = TcpSender::new(sender, fid, cc, app);
                     tx.set_pacing(f.pacing);
                     tx.set_kernel_hz(f.kernel_hz);
@@ -105,6 +106,7 @@ impl World {
                     let mut rx = TcpReceiver::new(receiver, fid, finite);
                     rx.set_kernel_hz(f.kernel_hz);
                     rx.set_read_wakeup(f.receiver_wakeup.0);
+                    rx.ack_each = ack_each;
                     rx.video = matches!(f.app, AppConfig::Video { .. });
                     comps.push(Comp::Sender(Box::new(tx)));
                     comps.push(Comp::Receiver(Box::new(rx)));
