@@ -22,6 +22,18 @@ use std::collections::VecDeque;
 
 pub const INIT_CWND: u32 = 10;
 
+/// `tcp_tso_autosize`: the segments of about 1 ms at `rate` bytes/s (`sk_pacing_shift` 10), plus
+/// 64 KB >> (min_rtt in µs >> 9) on short paths (`tcp_tso_rtt_log`), at most 64 KB, at least
+/// `min_segs`.
+fn tso_autosize(rate: f64, min_rtt_ns: u64, min_segs: u32) -> u32 {
+    const GSO_MAX_SIZE: f64 = 65536.0;
+    let mut bytes = rate / 1024.0;
+    let r = (min_rtt_ns / 1000) >> 9;
+    if r < 32 {
+        bytes += GSO_MAX_SIZE / (1u64 << r) as f64;
+    }
+    ((bytes.min(GSO_MAX_SIZE) / MSS as f64) as u32).max(min_segs)
+}
 const RTO_MIN_NS: u64 = 200_000_000;
 const RTO_INIT_NS: u64 = 1_000_000_000;
 const RTO_MAX_NS: u64 = 120_000_000_000;
@@ -101,6 +113,9 @@ pub struct TcpSender {
     tlp_high_seq: Option<u32>,
     /// The latest TSval from the receiver's ACKs, echoed in each segment's TSecr.
     ts_recent: u16,
+    /// Unsent segments left in the write queue's head skb, which `tcp_sendmsg` built at the GSO
+    /// size of its time and a send limited by cwnd splits (`tso_fragment`); 0 before the next.
+    head_skb_left: u32,
     // Rate sampling (tcp_rate.c)
     delivered_ns: u64,
     first_tx_ns: u64,
@@ -154,6 +169,7 @@ impl TcpSender {
             tlp_deadline: None,
             tlp_high_seq: None,
             ts_recent: 0,
+            head_skb_left: 0,
             delivered_ns: 0,
             first_tx_ns: 0,
             high_seq: 0,
@@ -794,6 +810,10 @@ impl TcpSender {
                         payload += self.send_segment(ctx, seq, now);
                     }
                 }
+                None if pacing.is_none() && self.tso_should_defer(self.conn.cwnd - in_flight, now) => {
+                    self.conn.cwnd_limited = true;
+                    break;
+                }
                 None => {
                     let n = quota.min(self.app.available() - self.conn.snd_nxt);
                     for _ in 0..n {
@@ -819,6 +839,10 @@ impl TcpSender {
             self.first_tx_ns = now;
             self.delivered_ns = now;
         }
+        if self.head_skb_left == 0 {
+            self.head_skb_left = self.gso_segs();
+        }
+        self.head_skb_left -= 1;
         let seq = self.conn.snd_nxt;
         let mut s = Seg::default();
         self.stamp_rate(&mut s, now);
@@ -880,17 +904,41 @@ impl TcpSender {
     /// capture of the testbed (offloads off, tb50k-4c4b) had 78-88 % of each BBR flow's
     /// segments in pairs a few µs apart. fq-paced flows of the other models send one segment
     /// per slot: the same capture showed Linux's paced CUBIC mostly single (440 pairs against
-    /// 3,125 single departures), held back by `tcp_tso_should_defer`, which is not modelled.
+    /// 3,125 single departures), held back by `tcp_tso_should_defer`, which the model applies
+    /// to ACK-clocked flows only (`tso_should_defer`).
     fn tso_segs(&self) -> u32 {
-        const GSO_MAX_SIZE: f64 = 65536.0;
         let (Some(min_segs), Some(rate)) = (self.cc.min_tso_segs(), self.pacing_rate()) else { return 1 };
-        let mut bytes = rate / 1024.0;
-        let r = (self.conn.min_rtt_ns / 1000) >> 9;
-        if r < 32 {
-            bytes += GSO_MAX_SIZE / (1u64 << r) as f64;
+        tso_autosize(rate, self.conn.min_rtt_ns, min_segs)
+    }
+
+    /// `tcp_tso_should_defer` for an ACK-clocked flow with `room` segments of cwnd free: Linux
+    /// holds back the write queue's head skb, if it has more than one segment, more than the room
+    /// and the room is under a third of cwnd, while the oldest segment's ACK is due within
+    /// min(1 ms, srtt/2) and the flow sent within the last 1 ms: that ACK then sends it whole.
+    fn tso_should_defer(&self, room: u32, now: u64) -> bool {
+        const MS: u64 = 1_000_000;
+        if 3 * room >= self.conn.cwnd || self.conn.ca_state >= CaState::Recovery || now > self.last_send_ns + MS {
+            return false;
         }
-        let segs = (bytes.min(GSO_MAX_SIZE) / MSS as f64) as u32;
-        segs.max(min_segs)
+        let skb = if self.head_skb_left == 0 { self.gso_segs() } else { self.head_skb_left };
+        if skb < 2 || room >= skb {
+            return false;
+        }
+        let Some(head) = self.segs.front() else { return false };
+        head.xmit_ns + self.srtt_ns <= now + (self.srtt_ns / 2).min(MS)
+    }
+
+    /// `tcp_tso_autosize` for an ACK-clocked flow: the segments of about 1 ms at the pacing rate
+    /// Linux keeps without fq too (`tcp_update_pacing_rate`), plus 64 KB >> (min_rtt in µs >> 9),
+    /// at least `tcp_min_tso_segs` (2).
+    fn gso_segs(&self) -> u32 {
+        const TCP_MIN_TSO_SEGS: u32 = 2;
+        if self.srtt_ns == 0 {
+            return TCP_MIN_TSO_SEGS;
+        }
+        let ratio = if self.conn.cwnd < self.conn.ssthresh / 2 { 2.0 } else { 1.2 };
+        let rate = ratio * self.conn.cwnd.max(self.packets_out()) as f64 * MSS as f64 * 1e9 / self.srtt_ns as f64;
+        tso_autosize(rate, self.conn.min_rtt_ns, TCP_MIN_TSO_SEGS)
     }
 
     /// The segments `tcp_retransmit_skb` sends with `first`: a lost packet keeps the segments
@@ -1117,6 +1165,36 @@ mod tests {
         }
         assert!(sends.iter().all(|s| s.expected_rate.is_some()), "the handshake's RTT sample paces from the start");
         assert_eq!(same_instant_pairs(&sends[INIT_CWND as usize - 1..]), 0, "paced segments never leave together");
+    }
+
+    #[test]
+    fn an_ack_clocked_flow_holds_back_a_send_that_would_split_its_head_skb_while_an_ack_is_due() {
+        // tcp_tso_should_defer: CUBIC at cwnd 12 and 40 ms builds 2-segment skbs (1 ms at its
+        // pacing rate is under a segment; tcp_min_tso_segs). One segment of room, the oldest
+        // segment's ACK due in 0.5 ms and a send 0.5 ms ago: Linux waits for that ACK.
+        const MS: u64 = 1_000_000;
+        let now = 1_000 * MS;
+        let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Cubic, 1), App::Backlogged);
+        (tx.conn.cwnd, tx.conn.ssthresh, tx.srtt_ns, tx.conn.min_rtt_ns) = (12, 12, 40 * MS, 40 * MS);
+        tx.segs.push_back(Seg { xmit_ns: now - 39 * MS - MS / 2, ..Seg::default() });
+        tx.last_send_ns = now - MS / 2;
+        assert!(tx.tso_should_defer(1, now), "waits for the ACK due");
+        tx.head_skb_left = 2;
+        assert!(!tx.tso_should_defer(2, now), "room for the whole skb: sent");
+        tx.head_skb_left = 1;
+        assert!(!tx.tso_should_defer(1, now), "the skb's last segment: sent (a one-segment skb is never deferred)");
+        tx.head_skb_left = 0;
+        tx.conn.cwnd = 3;
+        assert!(!tx.tso_should_defer(1, now), "a third of cwnd free: sent");
+        tx.conn.cwnd = 12;
+        tx.last_send_ns = now - 3 * MS / 2;
+        assert!(!tx.tso_should_defer(1, now), "nothing sent for over 1 ms: sent");
+        tx.last_send_ns = now - MS / 2;
+        tx.segs[0].xmit_ns = now - 30 * MS;
+        assert!(!tx.tso_should_defer(1, now), "the ACK 10 ms off: sent");
+        tx.segs[0].xmit_ns = now - 39 * MS - MS / 2;
+        tx.conn.ca_state = CaState::Recovery;
+        assert!(!tx.tso_should_defer(1, now), "in Recovery: sent");
     }
 
     #[test]
