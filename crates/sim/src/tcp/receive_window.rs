@@ -109,13 +109,8 @@ impl ReceiveWindow {
 
     /// The window clamp and the record read in one RTT, in segments (for tests).
     #[cfg(test)]
-    pub fn clamp(&self) -> u32 {
-        self.clamp
-    }
-
-    #[cfg(test)]
-    pub fn space(&self) -> u32 {
-        self.space
+    pub fn clamp_and_space(&self) -> (u32, u32) {
+        (self.clamp, self.space)
     }
 
     /// `tcp_rcvbuf_grow` from an out-of-order arrival: the record stays, the span counts.

@@ -694,7 +694,7 @@ mod tests {
         arrive(&mut rx, &mut ctx, 41 * MS, 78);
         timers_until(&mut rx, &mut ctx, 42 * MS);
         assert!(format!("{:?}", rx.window) != format!("{before:?}"), "the record read sized the buffer");
-        assert_eq!((rx.window.clamp(), rx.window.space()), (636, 60));
+        assert_eq!(rx.window.clamp_and_space(), (636, 60));
         let quick = (79..600).take_while(|&seq| arrive(&mut rx, &mut ctx, 43 * MS + seq as u64 * 1_200, seq)).count();
         assert!((240..260).contains(&quick), "{quick} segments acknowledged one by one");
     }

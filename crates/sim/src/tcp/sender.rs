@@ -214,11 +214,17 @@ impl TcpSender {
     /// an RTT sample Linux leaves the rate unlimited; the handshake gives one, so the first
     /// window is paced with the SYN's RTT.
     fn update_pacing_rate(&mut self) {
-        self.fq_rate = (self.fq_pacing && self.srtt_ns > 0).then(|| {
+        self.fq_rate = self.linux_pacing_rate().filter(|_| self.fq_pacing);
+    }
+
+    /// The rate `tcp_update_pacing_rate` sets, which Linux keeps with or without fq (TSO
+    /// autosizing reads it too); none before an RTT sample.
+    fn linux_pacing_rate(&self) -> Option<f64> {
+        (self.srtt_ns > 0).then(|| {
             let ratio = if self.conn.cwnd < self.conn.ssthresh / 2 { 2.0 } else { 1.2 };
             let segments = self.conn.cwnd.max(self.packets_out()) as f64;
             ratio * segments * MSS as f64 * 1e9 / self.srtt_ns as f64
-        });
+        })
     }
 
     /// Bytes/s the sender paces at, if it paces.
@@ -839,10 +845,13 @@ impl TcpSender {
             self.first_tx_ns = now;
             self.delivered_ns = now;
         }
-        if self.head_skb_left == 0 {
-            self.head_skb_left = self.gso_segs();
+        // Only an ACK-clocked flow's skbs are ever deferred, so only its are counted.
+        if self.pacing_rate().is_none() {
+            if self.head_skb_left == 0 {
+                self.head_skb_left = self.gso_segs();
+            }
+            self.head_skb_left -= 1;
         }
-        self.head_skb_left -= 1;
         let seq = self.conn.snd_nxt;
         let mut s = Seg::default();
         self.stamp_rate(&mut s, now);
@@ -933,11 +942,7 @@ impl TcpSender {
     /// at least `tcp_min_tso_segs` (2).
     fn gso_segs(&self) -> u32 {
         const TCP_MIN_TSO_SEGS: u32 = 2;
-        if self.srtt_ns == 0 {
-            return TCP_MIN_TSO_SEGS;
-        }
-        let ratio = if self.conn.cwnd < self.conn.ssthresh / 2 { 2.0 } else { 1.2 };
-        let rate = ratio * self.conn.cwnd.max(self.packets_out()) as f64 * MSS as f64 * 1e9 / self.srtt_ns as f64;
+        let Some(rate) = self.linux_pacing_rate() else { return TCP_MIN_TSO_SEGS };
         tso_autosize(rate, self.conn.min_rtt_ns, TCP_MIN_TSO_SEGS)
     }
 
