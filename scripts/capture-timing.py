@@ -19,10 +19,18 @@ SYN (default: the scenario's warm-up, from summary.json, else 0):
   spread_pairs   of segments sent within 50 us of the one before, with both delivered, the share
                  whose arrivals are more than 50 us apart: how much the path spreads a burst
   rev_excess_us  p50 / p90 of an ACK's reverse delay beyond the flow's least
+  clumps_per_round  mean number of clumps (runs of segments less than 200 us apart) a flow sends
+                 per round of its RTT, over rounds without a retransmission in them or the one
+                 before: how far a window is split up (sender)
+  loop_excess_us median of (the first ACK that covers a clump's last segment - that segment's
+                 departure - the RTT) for clumps of two or more segments sent within 3 ms of the flow's previous one, and
+                 for clumps after 10 ms or more of its silence: whether a burst after silence
+                 comes back later than one that follows another closely (sender)
 
 Writes FILE (default: DIR/capture-timing.json for one DIR) and prints a table.
 """
 import argparse
+import bisect
 import json
 import os
 import statistics
@@ -32,6 +40,9 @@ import sys
 from classic_pcap import read_pcap
 
 BURST_NS = 50_000
+CLUMP_GAP_NS = 200_000
+BUSY_NS = 3_000_000
+SILENT_NS = 10_000_000
 MSS = 1448
 
 
@@ -83,7 +94,54 @@ def first_times(events, key):
     return seen
 
 
-def measure(sender, receiver, t0):
+def clumps(data):
+    """The sender's clumps: [first send, last send, end seq, retransmits?, silence before, segments]."""
+    out, top, last = [], None, None
+    for t, seq, length in data:
+        retx = top is not None and seq < top
+        top = seq + length if top is None else max(top, seq + length)
+        if out and t - last < CLUMP_GAP_NS:
+            c = out[-1]
+            c[1], c[2], c[3], c[5] = t, max(c[2], seq + length), c[3] or retx, c[5] + 1
+        else:
+            out.append([t, t, seq + length, retx, t - last if last is not None else None, 1])
+        last = t
+    return out
+
+
+def round_structure(sender, t0, rtt_ns):
+    """clumps_per_round and loop_excess_us (see the module's doc)."""
+    data = sender["data"]
+    rounds = {}
+    for first, _, _, retx, _, _ in clumps(data):
+        r = rounds.setdefault((first - t0) // rtt_ns, [0, False])
+        r[0] += 1
+        r[1] = r[1] or retx
+    clean = [n for k, (n, dirty) in rounds.items() if k >= 0 and not dirty and not rounds.get(k - 1, [0, False])[1]]
+    acks = sender["acks"]
+    ack_times = [a[0] for a in acks]
+    busy, silent = [], []
+    for first, last, end, retx, silence, segments in clumps(data):
+        # A lone segment may wait for the delayed-ACK timer; two or more are acknowledged when read.
+        if retx or first < t0 or silence is None or segments < 2:
+            continue
+        k = bisect.bisect_left(ack_times, last + rtt_ns // 2)
+        while k < len(acks) and (acks[k][1] - end) % 2**32 >= 2**31:
+            k += 1
+        if k == len(acks) or acks[k][0] - last > rtt_ns * 3 // 2:
+            continue
+        excess = (acks[k][0] - last - rtt_ns) / 1e3
+        if silence < BUSY_NS:
+            busy.append(excess)
+        elif silence >= SILENT_NS:
+            silent.append(excess)
+    return {
+        "clumps_per_round": statistics.mean(clean) if clean else None,
+        "loop_excess_us": [statistics.median(busy) if busy else None, statistics.median(silent) if silent else None],
+    }
+
+
+def measure(sender, receiver, t0, rtt_ns):
     out = {}
     data = [d for d in sender["data"] if d[0] >= t0]
     acks_in = [a for a in sender["acks"] if a[0] >= t0]
@@ -106,6 +164,7 @@ def measure(sender, receiver, t0):
                 waits.append((t - ack_times[k - 1]) / 1e3)
         out["send_after_ack_us"] = statistics.median(waits) if waits else None
         out["segments_sent"] = len(data)
+        out.update(round_structure(sender, t0, rtt_ns))
     if receiver is None:
         return out
     acks_out = [a for a in receiver["acks"] if a[0] >= t0]
@@ -158,7 +217,10 @@ def analyse(directory, from_s):
         from_s = summary.get("warmup_s", 0.0)
     rows = []
     for key, flow in zip(keys, flows):
-        r = measure(sender[key], receiver.get(key) if receiver else None, origin + int(from_s * 1e9))
+        rtt_ns = int(flow.get("rtt_ms", 0.0) * 1e6)
+        if rtt_ns <= 0:
+            raise ValueError(f"{directory}: flow {flow.get('id')} has no rtt_ms in summary.json")
+        r = measure(sender[key], receiver.get(key) if receiver else None, origin + int(from_s * 1e9), rtt_ns)
         rows.append({"flow": flow["id"], "cc": flow.get("cc"), **r})
     return {"dir": directory, "from_s": from_s, "flows": rows}
 
@@ -186,7 +248,7 @@ def main():
         sys.exit("capture-timing: with several DIRs, name the output with --out FILE")
     with open(out, "w") as f:
         json.dump(results, f, indent=1)
-    cols = ["send_burst3", "send_after_ack_us", "ack_gap_ms", "ack_cover3", "fwd_excess_us", "spread_pairs", "rev_excess_us"]
+    cols = ["send_burst3", "send_after_ack_us", "clumps_per_round", "loop_excess_us", "ack_gap_ms", "ack_cover3", "fwd_excess_us", "spread_pairs", "rev_excess_us"]
     print("| run | flow | cc | " + " | ".join(cols) + " |")
     print("|---" * (len(cols) + 3) + "|")
     for r in results:

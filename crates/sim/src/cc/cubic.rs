@@ -2,7 +2,10 @@
 //! C = 410/1024 (bic_scale 41 × 10 / 1024), fast convergence, TCP-friendly region, updates rate
 //! limited to once per HZ/32, HyStart ack-train and delay detection from cwnd ≥ 16.
 //! The window curve is RFC 9438 Eq. 1: W(t) = C·(t − K)³ + W_max, K = ∛(W_max·(1 − β)/C).
-//! Linux evaluates it in fixed point; this model uses f64 (differences are below one segment).
+//! Linux evaluates it in fixed point; this model uses f64. The difference is below one segment,
+//! but at windows of a few segments Linux's truncation makes it regrow faster after a loss; the
+//! port was measured and not adopted (docs/simulator.md, "What misses": Linux's windows leave in
+//! fewer bursts than the model's).
 
 use crate::cc::conn::{cong_avoid_ai, slow_start, CaState, Conn};
 
