@@ -149,7 +149,7 @@ def test_a_stored_run_of_another_scenario_is_refused(calibrate, cli, tmp_path):
     assert r.returncode != 0 and "tiny seed 1" in r.stderr and "another scenario" in r.stderr, r.stderr
 
 
-@pytest.mark.parametrize("grid_file,runs_file", [("grid.toml", "linux-runs.jsonl"), ("offgrid.toml", "offgrid-linux-runs.jsonl"), ("offgrid2.toml", "offgrid2-linux-runs.jsonl")])
+@pytest.mark.parametrize("grid_file,runs_file", [("grid.toml", "linux-runs.jsonl"), ("offgrid.toml", "offgrid-linux-runs.jsonl"), ("offgrid2.toml", "offgrid2-linux-runs.jsonl"), ("offgrid3.toml", "offgrid3-linux-runs.jsonl")])
 def test_every_stored_linux_run_was_measured_on_the_grids_scenario(calibrate, grid_file, runs_file):
     # An edited grid case needs new Linux runs: the stored ones would judge the simulator on a scenario
     # Linux never ran.
