@@ -50,6 +50,12 @@ HEADER = f'''# 004 §V-F, Figs. 13 and 14: inter-protocol and inter-class unfair
 # flows: fails; 16 flows per group may not be "few"), 0.11 at 100 ms (below 1). BBR's ABE/BE: 3.84
 # at 10 ms (2-14), 1.30 at 30 ms, 1.07 at 100 ms (paper 1-2, the advantage not gone: fails; why
 # ABE's shorter queue gives BBR so little at 100 ms is not established).
+# Removed when the model's sender began to respect the receive window (2026-11-29), their FIFO
+# controls passing: "CUBIC over ABE gets clearly less than over BE with few flows" at 30 ms (1.05,
+# failing; the FIFO's two CUBIC groups 0.876 against <= 0.9) and "CUBIC's ABE advantage shrinks from
+# 10 ms to 100 ms" (22.7, holding; the FIFO's 10 ms split over its 100 ms split 1.129 against >= 1.1).
+# The FIFO's own group splits spread over 0.85-1.16 from the first run on, so no bound 0.1 from 1.0
+# tells DSCD from no differentiation on one seed.
 paper = "004"
 figure = "Figs. 13, 14"
 title = "Inter-protocol (BBR vs CUBIC over BE) and inter-class (ABE vs BE) unfairness of TCP through DSCD"
@@ -82,13 +88,6 @@ CLAIMS += [
      "BBR/CUBIC about 3 against ABE/BE 1.0-1.85 (§V-F2)", "{ min = 1.5 }",
      "Fig. 13's BBR/CUBIC over Fig. 14a's ABE/BE, both at 10 ms; control: CUBIC in BBR's place over the same ABE/BE",
      "cubic abe rtt=10ms", None),
-    ("Fig. 14a, RTT 30 ms: CUBIC over ABE gets clearly less than over BE with few flows", "cubic abe rtt=30ms",
-     "fifo cubic rtt=30ms", None, "clearly below 100 % if the number of competing flows is low (§V-F2)",
-     "{ max = 0.9 }", "mean goodput per ABE flow / per BE flow", None, None),
-    ("Fig. 14a: CUBIC's ABE advantage shrinks from 10 ms to 100 ms", "cubic abe rtt=10ms", "fifo cubic rtt=10ms",
-     None, "100-185 % at 10 ms, generally below 100 % at 100 ms (§V-F2)", "{ min = 1.1 }",
-     "ABE/BE at 10 ms over ABE/BE at 100 ms; control: the same ratio of the two FIFO runs",
-     "cubic abe rtt=100ms", "fifo cubic rtt=100ms"),
     ("Fig. 14b, RTT 10 ms: BBR over ABE gets 200-1400 % of BBR over BE", "bbr abe rtt=10ms", "fifo bbr rtt=10ms",
      None, "between 200 % and 1400 % depending on the number of flows (§V-F3)", "{ min = 2.0, max = 14.0 }",
      "mean goodput per ABE flow / per BE flow", None, None),

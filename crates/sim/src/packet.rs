@@ -79,7 +79,8 @@ pub struct Pkt {
     pub flow: u32,
     pub hop: u8,
     pub kind: Kind,
-    /// Segment number (data) or datagram number (UDP).
+    /// Segment number (data) or datagram number (UDP); in an ACK or the SYN-ACK, the right edge
+    /// of the receive window it advertises: the first segment the sender may not send yet.
     pub seq: u32,
     /// IP length in bytes.
     pub len: u32,

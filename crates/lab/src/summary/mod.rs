@@ -92,6 +92,9 @@ pub struct FlowCounts {
     pub recoveries: u64,
     /// Tail loss probes sent (Linux's TCPLossProbes).
     pub loss_probes: u64,
+    /// Time the receive window held back data the congestion window allowed, over the whole run
+    /// (TCP_INFO's `tcpi_rwnd_limited`, which the testbed records as `flow_tcp.rwnd_limited_ms`).
+    pub rwnd_limited_ms: f64,
     /// At the flow's own aggregate's enforcer, after the warm-up: packets that reached it and
     /// packets it dropped.
     pub enforcer_arrivals: u64,

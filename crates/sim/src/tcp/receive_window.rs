@@ -1,5 +1,6 @@
-//! The receive window as Linux's receiver computes it, for the one decision it drives here: whether
-//! an arrival may be acknowledged at once. `__tcp_ack_snd_check` sends the every-second-segment
+//! The receive window as Linux's receiver computes it, for the two things it drives: the right
+//! edge every ACK advertises, beyond which the sender sends nothing new (`tcp_snd_wnd_test`), and
+//! whether an arrival may be acknowledged at once. `__tcp_ack_snd_check` sends the every-second-segment
 //! ACK only if the window it would advertise does not shrink (`__tcp_select_window(sk) >=
 //! tp->rcv_wnd`); otherwise the ACK waits for the application's read (`tcp_cleanup_rbuf`). The
 //! window is min(free buffer space, `rcv_ssthresh`). `rcv_ssthresh` grows by two segments per
@@ -25,7 +26,7 @@
 /// 2.3 kB skb (0.625): the window clamp before dynamic right-sizing first grows it.
 const INITIAL_CLAMP: u32 = 56;
 /// The SYN-ACK's window, 65535 B rounded down to whole segments (`tcp_select_initial_window`).
-const INITIAL_SSTHRESH: u32 = 45;
+pub const INITIAL_SSTHRESH: u32 = 45;
 /// `tcp_rmem[2]` (32 MB on the testbed's 6.18 kernel) in window units: the clamp never exceeds it.
 const MAX_CLAMP: u32 = 14_483;
 /// TCP_INIT_CWND: what the application is first expected to read in an RTT.
@@ -79,9 +80,10 @@ impl ReceiveWindow {
     }
 
     /// `tcp_select_window` as an ACK leaves, `acked` segments after the previous one: the right
-    /// edge never moves back.
-    pub fn advertise(&mut self, held: u32, acked: u32) {
+    /// edge never moves back. Returns the window advertised, in segments from the ACK.
+    pub fn advertise(&mut self, held: u32, acked: u32) -> u32 {
         self.advertised = self.window(held).max(self.advertised.saturating_sub(acked));
+        self.advertised
     }
 
     /// The connection is established: the first RTT of reading starts (`tcp_init_buffer_space`).

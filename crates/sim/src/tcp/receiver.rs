@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 /// hole closes; otherwise delayed (by the ACK timeout, ATO, which Linux adapts: 40 ms to the
 /// receiver's RTT) while nothing waits out of order, and compressed while something does.
 /// A receiver marked `ack_each` (the user-space transports of Copa and PCC Vivace) has each
-/// acknowledged at once.
+/// acknowledged at once, and advertises no window: those run over UDP without TCP's.
 pub struct TcpReceiver {
     pub id: ComponentId,
     pub flow: u32,
@@ -69,7 +69,7 @@ pub struct TcpReceiver {
     /// sample); TCP_TIMEOUT_INIT before it.
     rto_ns: u64,
     /// The flow is a user-space transport's (Copa, PCC Vivace), whose receiver acknowledges each
-    /// packet at once.
+    /// packet at once and limits nothing.
     pub ack_each: bool,
     wake: Wakeup,
     /// Payload bytes delivered in order to the application.
@@ -151,7 +151,8 @@ impl TcpReceiver {
     pub fn on_packet(&mut self, ctx: &mut Ctx, p: &Pkt) {
         if p.kind == Kind::Syn {
             self.synack_sent_ns = Some(ctx.ev.now());
-            ctx.send(Pkt { flow: self.flow, kind: Kind::SynAck, len: SYN_LEN, receiver_ts_ms: receiver_ts_clock(ctx.ev.now()), ..Pkt::default() });
+            let window = crate::tcp::receive_window::INITIAL_SSTHRESH;
+            ctx.send(Pkt { flow: self.flow, kind: Kind::SynAck, seq: window, len: SYN_LEN, receiver_ts_ms: receiver_ts_clock(ctx.ev.now()), ..Pkt::default() });
             return;
         }
         if let Some(t) = self.synack_sent_ns.take() {
@@ -180,12 +181,11 @@ impl TcpReceiver {
 
     /// The receiver's RTT from the handshake sets its RTO and the compressed-ACK delay, 5 % of
     /// the RTT (`tcp_sack_compress_send_ack` takes srtt when below its `rcv_rtt_est`).
-    /// It also seeds `rcv_rtt_est`, which Linux takes from the first segment's echo of the
-    /// SYN-ACK's timestamp, about the same time.
+    /// `rcv_rtt_est` is not seeded here: as in Linux, the first segment's echo of the SYN-ACK's
+    /// timestamp gives it, in whole milliseconds.
     fn handshake_rtt(&mut self, rtt_ns: u64) {
         self.rto_ns = rtt_ns + (2 * rtt_ns).max(RTO_MIN_NS);
         self.rtt_ns = Some(rtt_ns);
-        self.rcv_rtt_ns = Some(rtt_ns);
         self.comp_delay_ns = COMP_SACK_DELAY_NS.min(rtt_ns / 20);
     }
 
@@ -428,7 +428,7 @@ impl TcpReceiver {
     /// `tcp_send_ack` and `tcp_event_ack_sent`: every ACK leaves quick-ack mode one step and
     /// ends the pending delayed and compressed ACKs.
     fn send_ack(&mut self, ctx: &mut Ctx) {
-        self.window.advertise(self.held(), self.rcv_nxt - self.rcv_wup);
+        let window = self.window.advertise(self.held(), self.rcv_nxt - self.rcv_wup);
         self.unacked = 0;
         self.quickacks = self.quickacks.saturating_sub(1);
         self.delack_deadline = None;
@@ -437,7 +437,8 @@ impl TcpReceiver {
         let sack = std::mem::take(&mut self.news);
         self.rcv_wup = self.rcv_nxt;
         let receiver_ts_ms = receiver_ts_clock(ctx.ev.now());
-        ctx.send(Pkt { flow: self.flow, kind: Kind::Ack, ack: self.rcv_nxt, sack, len: HEADER, ts_ms: self.ts_recent, receiver_ts_ms, ..Pkt::default() });
+        let edge = if self.ack_each { u32::MAX } else { self.rcv_nxt + window };
+        ctx.send(Pkt { flow: self.flow, kind: Kind::Ack, seq: edge, ack: self.rcv_nxt, sack, len: HEADER, ts_ms: self.ts_recent, receiver_ts_ms, ..Pkt::default() });
     }
 }
 
@@ -590,6 +591,8 @@ mod tests {
     fn past_quickacks(ctx: &mut Ctx) -> TcpReceiver {
         let mut rx = TcpReceiver::new(0, 0, None);
         rx.handshake_rtt(20 * MS);
+        // What the first data segment's echo of the SYN-ACK's timestamp would time.
+        rx.rcv_rtt_ns = Some(20 * MS);
         for seq in 0..QUICKACKS {
             assert!(arrive(&mut rx, ctx, seq as u64 * MS, seq), "start-up quick-ack {seq}");
         }
@@ -744,10 +747,12 @@ mod tests {
     fn the_receivers_rtt_follows_the_timestamps_its_acks_get_back() {
         // tcp_rcv_rtt_measure_ts (6.16+): a full segment echoing an ACK's TSval not timed before
         // gives the time since that ACK left; a sample under the estimate replaces it, a larger
-        // one moves it an eighth of the way. The handshake's 100 ms seeds it.
+        // one moves it an eighth of the way. The handshake does not time it (Linux's receiver
+        // starts with none): the first segment's echo does, in whole milliseconds.
         let mut ctx = Ctx::default();
         let mut rx = TcpReceiver::new(0, 0, None);
         rx.handshake_rtt(100 * MS);
+        assert_eq!(rx.rcv_rtt_ns, None);
         let mut segment = |t_ms: u64, seq: u32, ack_left_ms: u64, payload: u32| {
             ctx.ev.advance_to(t_ms * MS);
             let echo = receiver_ts_clock(ack_left_ms * MS);
@@ -755,10 +760,11 @@ mod tests {
             take_acks(&mut ctx);
             rx.rcv_rtt_ns.map(|r| r / 100_000)
         };
-        assert_eq!(segment(1_000, 0, 800, MSS), Some(1_125), "a 200 ms sample: 100 + (200 − 100)/8 ms, in 0.1 ms");
-        assert_eq!(segment(1_001, 1, 800, MSS), Some(1_125), "the same echo is timed once");
-        assert_eq!(segment(1_010, 2, 950, 100), Some(1_125), "a short segment is not timed");
+        assert_eq!(segment(1_000, 0, 800, MSS), Some(2_000), "the first sample, 200 ms, in 0.1 ms");
+        assert_eq!(segment(1_001, 1, 800, MSS), Some(2_000), "the same echo is timed once");
+        assert_eq!(segment(1_010, 2, 950, 100), Some(2_000), "a short segment is not timed");
         assert_eq!(segment(1_020, 3, 960, MSS), Some(600), "a 60 ms sample is latched at once");
+        assert_eq!(segment(1_100, 4, 1_000, MSS), Some(650), "a 100 ms one moves it an eighth of the way");
     }
 
     /// A receiver past its start-up quick ACKs, its window grown: a lone segment's ACK is delayed.

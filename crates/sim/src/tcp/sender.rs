@@ -80,6 +80,8 @@ pub struct SenderStats {
     /// Fast recoveries entered (Linux's TCPSackRecovery): loss episodes, where `retransmits`
     /// also counts how many segments each lost.
     pub recoveries: u64,
+    /// Time the receive window held back data cwnd allowed (TCP_INFO's `tcpi_rwnd_limited`).
+    pub rwnd_limited_ns: u64,
 }
 
 pub struct TcpSender {
@@ -137,6 +139,11 @@ pub struct TcpSender {
     /// How long after the handshake's ACK the application's first data reaches TCP, and when.
     first_write_delay_ns: u64,
     first_write_ns: u64,
+    /// `tcp_wnd_end`: the right edge of the receive window the latest ACK advertised. New data
+    /// beyond it waits (`tcp_snd_wnd_test`).
+    snd_wnd_end: u32,
+    /// Since when the receive window has held the sender back (`TCP_CHRONO_RWND_LIMITED`).
+    rwnd_limited_since: Option<u64>,
     /// When the latest SYN left; the SYN-ACK's RTT is measured from it (the timestamp it echoes).
     syn_sent_ns: u64,
     syn_retransmits: u32,
@@ -185,6 +192,8 @@ impl TcpSender {
             established: false,
             first_write_delay_ns: FIRST_WRITE_US[FIRST_WRITE_US.len() / 2] * 1000,
             first_write_ns: 0,
+            snd_wnd_end: 0,
+            rwnd_limited_since: None,
             syn_sent_ns: 0,
             syn_retransmits: 0,
             wake: Wakeup::default(),
@@ -376,6 +385,9 @@ impl TcpSender {
         if p.receiver_ts_ms.wrapping_sub(self.ts_recent) < 1 << 15 {
             self.ts_recent = p.receiver_ts_ms;
         }
+        // The reverse path keeps its order, so the latest ACK carries the latest window; its
+        // right edge never moves back (tcp_select_window).
+        self.snd_wnd_end = self.snd_wnd_end.max(p.seq);
         match p.kind {
             Kind::SynAck => self.on_synack(ctx),
             _ => self.on_ack(ctx, p.ack, p.sack, p.ts_ms),
@@ -386,7 +398,7 @@ impl TcpSender {
     /// retransmission of the highest segment sent, so that a tail loss is seen by RACK.
     fn send_loss_probe(&mut self, ctx: &mut Ctx) {
         let now = ctx.ev.now();
-        let seq = if self.conn.snd_nxt < self.app.available() {
+        let seq = if self.conn.snd_nxt < self.app.available() && self.conn.snd_nxt < self.snd_wnd_end {
             self.push_new_segment(now)
         } else {
             let seq = self.conn.snd_nxt - 1;
@@ -762,6 +774,7 @@ impl TcpSender {
         let now = ctx.ev.now();
         let pacing = self.pacing_rate();
         let mut sent_new = false;
+        let mut rwnd_limited = false;
         loop {
             let in_flight = self.in_flight();
             let retx = loop {
@@ -781,6 +794,15 @@ impl TcpSender {
                 }
             };
             let has_new = self.conn.snd_nxt < self.app.available() && now >= self.first_write_ns;
+            let window_room = self.snd_wnd_end.saturating_sub(self.conn.snd_nxt);
+            if retx.is_none() && has_new && window_room == 0 && in_flight < self.conn.cwnd {
+                // Receive-window limited (tcp_write_xmit's is_rwnd_limited): cwnd is not what
+                // holds the sender back, except that a slow start still grows while the flight
+                // is over half of cwnd (tcp_is_cwnd_limited).
+                self.conn.cwnd_limited = self.conn.cwnd < self.conn.ssthresh && 2 * in_flight > self.conn.cwnd;
+                rwnd_limited = true;
+                break;
+            }
             if retx.is_none() && !has_new {
                 if in_flight < self.conn.cwnd {
                     self.conn.cwnd_limited = false;
@@ -821,7 +843,7 @@ impl TcpSender {
                     break;
                 }
                 None => {
-                    let n = quota.min(self.app.available() - self.conn.snd_nxt);
+                    let n = quota.min(self.app.available() - self.conn.snd_nxt).min(window_room);
                     for _ in 0..n {
                         let seq = self.push_new_segment(now);
                         payload += self.send_segment(ctx, seq, now);
@@ -830,6 +852,15 @@ impl TcpSender {
                 }
             }
             self.pace(payload, now);
+        }
+        // tcp_write_xmit starts the chrono when the window stops it and stops it when not.
+        match (rwnd_limited, self.rwnd_limited_since) {
+            (true, None) => self.rwnd_limited_since = Some(now),
+            (false, Some(since)) => {
+                self.stats.rwnd_limited_ns += now - since;
+                self.rwnd_limited_since = None;
+            }
+            _ => {}
         }
         // Outside Open, or with nothing out, the probe is cancelled as before (Linux's one timer
         // then holds the RTO).
@@ -1059,6 +1090,11 @@ mod tests {
         Timer,
         /// A data segment leaves the sender; the observer returns false to drop it.
         Send(Pkt),
+    }
+
+    /// A SYN-ACK as the receiver sends it: with the window its SYN-ACK advertises.
+    fn synack() -> Pkt {
+        Pkt { kind: Kind::SynAck, seq: crate::tcp::receive_window::INITIAL_SSTHRESH, ..Pkt::default() }
     }
 
     /// One flow over a FIFO bottleneck of `rate_bps` with an unbounded queue and `rtt_ns` of
@@ -1714,6 +1750,35 @@ mod tests {
     }
 
     #[test]
+    fn new_data_waits_at_the_receive_windows_edge() {
+        // tcp_snd_wnd_test: a SYN-ACK that allows 4 segments lets 4 of the initial window's 10
+        // leave; an ACK moving the edge to 8 releases 4 more, and one that opens it wide the rest
+        // of cwnd. The time the window held data back counts as rwnd-limited (TCP_INFO's
+        // tcpi_rwnd_limited) until a transmission the window no longer stops.
+        const MS: u64 = 1_000_000;
+        let mut ctx = Ctx::default();
+        let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Reno, 1), App::Backlogged);
+        tx.schedule_start(&mut ctx, 0);
+        sender_until(&mut tx, &mut ctx, 20 * MS);
+        tx.set_first_write_delay(100_000);
+        tx.on_packet(&mut ctx, &Pkt { kind: Kind::SynAck, seq: 4, ..Pkt::default() });
+        let data = |sent: Vec<(u64, Kind)>| sent.iter().filter(|s| s.1 == Kind::Data).count();
+        let limited_from = ctx.ev.now() + 100_000; // the first write
+        assert_eq!(data(sender_until(&mut tx, &mut ctx, limited_from + 10 * MS)), 4, "the window's 4 of cwnd's 10");
+        let ack = |tx: &mut TcpSender, ctx: &mut Ctx, ack: u32, edge: u32| {
+            tx.on_packet(ctx, &Pkt { kind: Kind::Ack, ack, seq: edge, ..Pkt::default() });
+            let at_once = std::mem::take(&mut ctx.out).into_iter().filter(|&i| ctx.pool.get(i).kind == Kind::Data).count();
+            let now = ctx.ev.now();
+            at_once + data(sender_until(tx, ctx, now + MS))
+        };
+        assert_eq!(ack(&mut tx, &mut ctx, 2, 8), 4, "the edge moved by 4");
+        assert_eq!(tx.stats.rwnd_limited_ns, 0, "still held back by the window");
+        let opened_at = ctx.ev.now();
+        assert_eq!(ack(&mut tx, &mut ctx, 4, 1_000), 14 - 6, "then cwnd (10 + 4 acked in slow start) less the 6 in flight");
+        assert_eq!(tx.stats.rwnd_limited_ns, opened_at - limited_from);
+    }
+
+    #[test]
     fn lost_syns_are_sent_again_after_one_second_linearly_four_times_then_backed_off() {
         // tcp_retransmit_timer in SYN_SENT with tcp_syn_linear_timeouts = 4: five SYNs 1 s apart,
         // the next 2 s later; no data before the SYN-ACK. The 1 s (250 jiffies) lands in the
@@ -1730,7 +1795,7 @@ mod tests {
         // The SYN-ACK of the last SYN, 40 ms later: its RTT seeds srtt and the RTO, and after
         // more than one retransmitted SYN the window starts at one segment (tcp_init_transfer).
         tx.set_first_write_delay(300_000);
-        tx.on_packet(&mut ctx, &Pkt { kind: Kind::SynAck, ..Pkt::default() });
+        tx.on_packet(&mut ctx, &synack());
         let kinds: Vec<_> = std::mem::take(&mut ctx.out).into_iter().map(|i| ctx.pool.get(i).kind).collect();
         assert_eq!(kinds, [Kind::HandshakeAck], "the handshake's ACK, before the application writes");
         assert_eq!((tx.srtt_ns, tx.conn.min_rtt_ns, tx.rto_ns, tx.backoff), (40_000_000, 40_000_000, 240_000_000, 0));
@@ -1748,7 +1813,7 @@ mod tests {
         tx.schedule_start(&mut ctx, 0);
         sender_until(&mut tx, &mut ctx, 20_000_000);
         tx.set_first_write_delay(300_000);
-        tx.on_packet(&mut ctx, &Pkt { kind: Kind::SynAck, ..Pkt::default() });
+        tx.on_packet(&mut ctx, &synack());
         ctx.out.clear();
         let acked_at = ctx.ev.now();
         tx.schedule_start(&mut ctx, acked_at + 100_000);
@@ -1822,7 +1887,7 @@ mod tests {
         let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Bbr, 1), App::Backlogged);
         tx.schedule_start(&mut ctx, 0);
         assert_eq!(sender_until(&mut tx, &mut ctx, 100_000_000), [(0, Kind::Syn)]);
-        tx.on_packet(&mut ctx, &Pkt { kind: Kind::SynAck, ..Pkt::default() });
+        tx.on_packet(&mut ctx, &synack());
         let Cc::Bbr(bbr) = &tx.cc else { unreachable!() };
         assert_eq!(bbr.min_rtt_ns(), 100_000_000);
         let want = 2.885 * 10.0 * MSS as f64 / 0.1 * 0.99;

@@ -56,7 +56,7 @@ impl World {
             .iter()
             .enumerate()
             .map(|(id, m)| {
-                let (bytes, fct, retx, rto, recoveries, loss_probes) = match (&self.comps[m.receiver as usize], &self.comps[m.sender as usize]) {
+                let (bytes, fct, retx, rto, recoveries, loss_probes, rwnd_limited_ns) = match (&self.comps[m.receiver as usize], &self.comps[m.sender as usize]) {
                     (Comp::Receiver(rx), Comp::Sender(tx)) => (
                         rx.delivered_bytes,
                         rx.completed_ns.map(|t| (t - m.start_ns) as f64 * 1e-9),
@@ -64,8 +64,9 @@ impl World {
                         tx.stats.timeouts,
                         tx.stats.recoveries,
                         tx.stats.loss_probes,
+                        tx.stats.rwnd_limited_ns,
                     ),
-                    (Comp::Sink { bytes, .. }, _) => (*bytes, None, 0, 0, 0, 0),
+                    (Comp::Sink { bytes, .. }, _) => (*bytes, None, 0, 0, 0, 0, 0),
                     _ => unreachable!(),
                 };
                 let video = match &self.comps[m.sender as usize] {
@@ -89,6 +90,7 @@ impl World {
                         timeouts: rto,
                         recoveries,
                         loss_probes,
+                        rwnd_limited_ms: rwnd_limited_ns as f64 * 1e-6,
                         enforcer_arrivals: self.ctx.enf.flows[id].arrivals,
                         enforcer_drops: self.ctx.enf.flows[id].drops,
                         queue_delay_mean_ms: self.ctx.enf.flows[id].delay.mean_ms(),
