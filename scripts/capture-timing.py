@@ -111,9 +111,9 @@ def clumps(data):
 
 def round_structure(sender, t0, rtt_ns):
     """clumps_per_round and loop_excess_us (see the module's doc)."""
-    data = sender["data"]
+    sent = clumps(sender["data"])
     rounds = {}
-    for first, _, _, retx, _, _ in clumps(data):
+    for first, _, _, retx, _, _ in sent:
         r = rounds.setdefault((first - t0) // rtt_ns, [0, False])
         r[0] += 1
         r[1] = r[1] or retx
@@ -121,7 +121,7 @@ def round_structure(sender, t0, rtt_ns):
     acks = sender["acks"]
     ack_times = [a[0] for a in acks]
     busy, silent = [], []
-    for first, last, end, retx, silence, segments in clumps(data):
+    for first, last, end, retx, silence, segments in sent:
         # A lone segment may wait for the delayed-ACK timer; two or more are acknowledged when read.
         if retx or first < t0 or silence is None or segments < 2:
             continue

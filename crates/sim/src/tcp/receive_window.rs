@@ -26,7 +26,7 @@
 /// 2.3 kB skb (0.625): the window clamp before dynamic right-sizing first grows it.
 const INITIAL_CLAMP: u32 = 56;
 /// The SYN-ACK's window, 65535 B rounded down to whole segments (`tcp_select_initial_window`).
-pub const INITIAL_SSTHRESH: u32 = 45;
+const INITIAL_SSTHRESH: u32 = 45;
 /// `tcp_rmem[2]` (32 MB on the testbed's 6.18 kernel) in window units: the clamp never exceeds it.
 const MAX_CLAMP: u32 = 14_483;
 /// TCP_INIT_CWND: what the application is first expected to read in an RTT.
@@ -77,6 +77,11 @@ impl ReceiveWindow {
     /// Whether an ACK now would advertise no less than the last one did.
     pub fn ack_keeps_window(&self, held: u32) -> bool {
         self.window(held) >= self.advertised
+    }
+
+    /// The window the last ACK advertised (before any, the SYN-ACK's), in segments from it.
+    pub fn advertised(&self) -> u32 {
+        self.advertised
     }
 
     /// `tcp_select_window` as an ACK leaves, `acked` segments after the previous one: the right

@@ -151,8 +151,7 @@ impl TcpReceiver {
     pub fn on_packet(&mut self, ctx: &mut Ctx, p: &Pkt) {
         if p.kind == Kind::Syn {
             self.synack_sent_ns = Some(ctx.ev.now());
-            let window = crate::tcp::receive_window::INITIAL_SSTHRESH;
-            ctx.send(Pkt { flow: self.flow, kind: Kind::SynAck, seq: window, len: SYN_LEN, receiver_ts_ms: receiver_ts_clock(ctx.ev.now()), ..Pkt::default() });
+            ctx.send(Pkt { flow: self.flow, kind: Kind::SynAck, seq: self.window.advertised(), len: SYN_LEN, receiver_ts_ms: receiver_ts_clock(ctx.ev.now()), ..Pkt::default() });
             return;
         }
         if let Some(t) = self.synack_sent_ns.take() {

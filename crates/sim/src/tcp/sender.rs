@@ -1094,7 +1094,7 @@ mod tests {
 
     /// A SYN-ACK as the receiver sends it: with the window its SYN-ACK advertises.
     fn synack() -> Pkt {
-        Pkt { kind: Kind::SynAck, seq: crate::tcp::receive_window::INITIAL_SSTHRESH, ..Pkt::default() }
+        Pkt { kind: Kind::SynAck, seq: crate::tcp::receive_window::ReceiveWindow::default().advertised(), ..Pkt::default() }
     }
 
     /// One flow over a FIFO bottleneck of `rate_bps` with an unbounded queue and `rtt_ns` of
