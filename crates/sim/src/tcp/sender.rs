@@ -80,7 +80,8 @@ pub struct SenderStats {
     /// Fast recoveries entered (Linux's TCPSackRecovery): loss episodes, where `retransmits`
     /// also counts how many segments each lost.
     pub recoveries: u64,
-    /// Time the receive window held back data cwnd allowed (TCP_INFO's `tcpi_rwnd_limited`).
+    /// Time the receive window held back data cwnd allowed, up to the last time it let go
+    /// (`TcpSender::rwnd_limited_ns` adds a stretch still running).
     pub rwnd_limited_ns: u64,
 }
 
@@ -376,6 +377,12 @@ impl TcpSender {
         self.update_pacing_rate();
         self.first_write_ns = now + self.first_write_delay_ns;
         self.arm_timer(ctx);
+    }
+
+    /// Time the receive window has held back data cwnd allowed, up to `now` (TCP_INFO's
+    /// `tcpi_rwnd_limited`, which counts the running chrono too).
+    pub fn rwnd_limited_ns(&self, now: u64) -> u64 {
+        self.stats.rwnd_limited_ns + self.rwnd_limited_since.map_or(0, |since| now.saturating_sub(since))
     }
 
     /// A packet from the receiver.
@@ -1773,6 +1780,8 @@ mod tests {
         };
         assert_eq!(ack(&mut tx, &mut ctx, 2, 8), 4, "the edge moved by 4");
         assert_eq!(tx.stats.rwnd_limited_ns, 0, "still held back by the window");
+        let now = ctx.ev.now();
+        assert_eq!(tx.rwnd_limited_ns(now), now - limited_from, "the stretch still running counts, as TCP_INFO's does");
         let opened_at = ctx.ev.now();
         assert_eq!(ack(&mut tx, &mut ctx, 4, 1_000), 14 - 6, "then cwnd (10 + 4 acked in slow start) less the 6 in flight");
         assert_eq!(tx.stats.rwnd_limited_ns, opened_at - limited_from);

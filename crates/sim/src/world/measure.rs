@@ -64,7 +64,7 @@ impl World {
                         tx.stats.timeouts,
                         tx.stats.recoveries,
                         tx.stats.loss_probes,
-                        tx.stats.rwnd_limited_ns,
+                        tx.rwnd_limited_ns(sim_end),
                     ),
                     (Comp::Sink { bytes, .. }, _) => (*bytes, None, 0, 0, 0, 0, 0),
                     _ => unreachable!(),
