@@ -70,7 +70,7 @@ fn quick_report_has_every_claim_and_the_impossible_one_fails() {
         let name = c["name"].as_str().unwrap();
         if name == "p2 gets the whole rate once p1 is gone" {
             // Whether p2 is back by 25 s turns on where its backed-off retransmission timer falls
-            // (docs/reproduce.md: 2 of 6 seeds at this build), not on BC-PQP: reported, not judged here.
+            // (docs/reproduce.md, 000 Fig. 8d), not on BC-PQP: reported, not judged here.
             assert!((0.0..=1.0).contains(&c["ratekit"].as_f64().unwrap()), "{c}");
             continue;
         }
