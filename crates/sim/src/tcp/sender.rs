@@ -132,6 +132,11 @@ pub struct TcpSender {
     frto: bool,
     /// This ACK is F-RTO's step 2b: new data goes out first, retransmissions only if none can.
     frto_send_new: bool,
+    /// `tcp_cwnd_validate`'s record: whether the window up to `cwnd_usage_seq` was cwnd-limited,
+    /// and the largest flight sent in it (`tp->is_cwnd_limited`, `max_packets_out`).
+    window_cwnd_limited: bool,
+    max_packets_out: u32,
+    cwnd_usage_seq: u32,
     // Pacing: BBR's own rate, or with `fq_pacing` Linux's tcp_update_pacing_rate.
     fq_pacing: bool,
     /// The sending host kernel's timer ticks.
@@ -191,6 +196,9 @@ impl TcpSender {
             prr_out: 0,
             frto: false,
             frto_send_new: false,
+            window_cwnd_limited: false,
+            max_packets_out: 0,
+            cwnd_usage_seq: 0,
             fq_pacing: false,
             wheel: TimerWheel::default(),
             fq_rate: None,
@@ -267,6 +275,10 @@ impl TcpSender {
 
     fn refresh_conn(&mut self, now: u64) {
         self.conn.now_ns = now;
+        // tcp_is_cwnd_limited: the window was cwnd-limited, or a slow start's cwnd is under twice
+        // the largest flight of the window, so that it grows to twice what was ACKed.
+        self.conn.cwnd_limited =
+            self.window_cwnd_limited || (self.conn.cwnd < self.conn.ssthresh && self.conn.cwnd < 2 * self.max_packets_out);
         self.conn.in_flight = self.in_flight();
         self.conn.srtt_ns = self.srtt_ns;
         self.conn.edt_ns = self.next_send_ns;
@@ -821,6 +833,7 @@ impl TcpSender {
         let mut rwnd_limited = false;
         // F-RTO's step 2b sends only new data on this ACK (tcp_xmit_recovery's REXMIT_NEW).
         let new_only = std::mem::take(&mut self.frto_send_new);
+        let mut cwnd_limited = false;
         loop {
             let in_flight = self.in_flight();
             let retx = if new_only { None } else { loop {
@@ -842,23 +855,18 @@ impl TcpSender {
             let has_new = self.conn.snd_nxt < self.app.available() && now >= self.first_write_ns;
             let window_room = self.snd_wnd_end.saturating_sub(self.conn.snd_nxt);
             if retx.is_none() && has_new && window_room == 0 && in_flight < self.conn.cwnd {
-                // Receive-window limited (tcp_write_xmit's is_rwnd_limited): cwnd is not what
-                // holds the sender back, except that a slow start still grows while the flight
-                // is over half of cwnd (tcp_is_cwnd_limited).
-                self.conn.cwnd_limited = self.conn.cwnd < self.conn.ssthresh && 2 * in_flight > self.conn.cwnd;
+                // Receive-window limited (tcp_write_xmit's is_rwnd_limited): not cwnd-limited.
                 rwnd_limited = true;
                 break;
             }
             if retx.is_none() && !has_new {
                 if in_flight < self.conn.cwnd {
-                    self.conn.cwnd_limited = false;
                     // tcp_rate_check_app_limited
                     self.conn.mark_app_limited(in_flight);
                 }
                 break;
             }
             if in_flight >= self.conn.cwnd {
-                self.conn.cwnd_limited = true;
                 break;
             }
             if pacing.is_some() && self.next_send_ns > now {
@@ -885,7 +893,7 @@ impl TcpSender {
                     }
                 }
                 None if pacing.is_none() && self.tso_should_defer(self.conn.cwnd - in_flight, now) => {
-                    self.conn.cwnd_limited = true;
+                    cwnd_limited = true;
                     break;
                 }
                 None => {
@@ -902,6 +910,10 @@ impl TcpSender {
         if new_only && !sent_new {
             self.frto = false;
         }
+        cwnd_limited |= self.in_flight() >= self.conn.cwnd;
+        if sent_new || cwnd_limited {
+            self.cwnd_validate(cwnd_limited);
+        }
         // tcp_write_xmit starts the chrono when the window stops it and stops it when not.
         match (rwnd_limited, self.rwnd_limited_since) {
             (true, None) => self.rwnd_limited_since = Some(now),
@@ -917,6 +929,18 @@ impl TcpSender {
             self.schedule_loss_probe(now);
         }
         self.arm_timer(ctx);
+    }
+
+    /// `tcp_cwnd_validate`: whether the flow used its cwnd, remembered for the window of data
+    /// out when it was learnt (`cwnd_usage_seq`): a cwnd-limited send marks the window limited,
+    /// and until that window is acknowledged only a larger flight (`max_packets_out`) updates it.
+    fn cwnd_validate(&mut self, cwnd_limited: bool) {
+        let packets_out = self.packets_out();
+        if self.conn.snd_una >= self.cwnd_usage_seq || cwnd_limited || (!self.window_cwnd_limited && packets_out > self.max_packets_out) {
+            self.window_cwnd_limited = cwnd_limited;
+            self.max_packets_out = packets_out;
+            self.cwnd_usage_seq = self.conn.snd_nxt;
+        }
     }
 
     fn push_new_segment(&mut self, now: u64) -> u32 {
@@ -1689,6 +1713,36 @@ mod tests {
         assert_eq!(after_rto[0], 40, "the timeout retransmits the head");
         assert!(after_rto[1..3].iter().all(|&s| s >= nxt), "then new data: {:?}", &after_rto[..4]);
         assert_eq!(after_rto[3], 41, "then the next retransmission: {:?}", &after_rto[..4]);
+    }
+
+    #[test]
+    fn a_window_that_used_its_cwnd_stays_cwnd_limited_until_it_is_acknowledged() {
+        // tcp_cwnd_validate / tcp_is_cwnd_limited: whether cwnd may grow is remembered per window
+        // of data, not per send; a slow start also grows while cwnd is under twice the largest
+        // flight of the window.
+        let mut tx = TcpSender::new(SENDER, 0, Cc::new(CcKind::Cubic, 1), App::Backlogged);
+        tx.conn.ssthresh = 5;
+        tx.conn.cwnd = 10;
+        tx.conn.snd_nxt = 10;
+        tx.cwnd_validate(true);
+        tx.refresh_conn(0);
+        assert!(tx.conn.cwnd_limited, "a send that filled cwnd");
+        tx.conn.snd_una = 5;
+        tx.cwnd_validate(false);
+        tx.refresh_conn(0);
+        assert!(tx.conn.cwnd_limited, "an application-limited send within the same window leaves it limited");
+        tx.conn.snd_una = 10;
+        tx.conn.snd_nxt = 12;
+        tx.cwnd_validate(false);
+        tx.refresh_conn(0);
+        assert!(!tx.conn.cwnd_limited, "once the window is acknowledged, an application-limited send is not limited");
+        tx.conn.ssthresh = 100;
+        tx.conn.cwnd = 3;
+        tx.refresh_conn(0);
+        assert!(tx.conn.cwnd_limited, "slow start below twice the largest flight (2 segments)");
+        tx.conn.cwnd = 4;
+        tx.refresh_conn(0);
+        assert!(!tx.conn.cwnd_limited, "slow start at twice the largest flight");
     }
 
     #[test]
