@@ -836,22 +836,7 @@ impl TcpSender {
         let mut cwnd_limited = false;
         loop {
             let in_flight = self.in_flight();
-            let retx = if new_only { None } else { loop {
-                match self.retx_queue.front() {
-                    Some(&seq) if seq < self.conn.snd_una => {
-                        self.retx_queue.pop_front();
-                    }
-                    Some(&seq) => {
-                        let s = &self.segs[(seq - self.conn.snd_una) as usize];
-                        if s.sacked || !s.lost || s.retrans {
-                            self.retx_queue.pop_front();
-                        } else {
-                            break Some(seq);
-                        }
-                    }
-                    None => break None,
-                }
-            } };
+            let retx = if new_only { None } else { self.next_retransmission() };
             let has_new = self.conn.snd_nxt < self.app.available() && now >= self.first_write_ns;
             let window_room = self.snd_wnd_end.saturating_sub(self.conn.snd_nxt);
             if retx.is_none() && has_new && window_room == 0 && in_flight < self.conn.cwnd {
@@ -929,6 +914,21 @@ impl TcpSender {
             self.schedule_loss_probe(now);
         }
         self.arm_timer(ctx);
+    }
+
+    /// The lowest segment marked lost and not yet retransmitted, dropping queue entries that
+    /// were acknowledged, SACKed or sent again since they were queued.
+    fn next_retransmission(&mut self) -> Option<u32> {
+        loop {
+            let seq = *self.retx_queue.front()?;
+            if seq >= self.conn.snd_una {
+                let s = &self.segs[(seq - self.conn.snd_una) as usize];
+                if !(s.sacked || !s.lost || s.retrans) {
+                    return Some(seq);
+                }
+            }
+            self.retx_queue.pop_front();
+        }
     }
 
     /// `tcp_cwnd_validate`: whether the flow used its cwnd, remembered for the window of data
