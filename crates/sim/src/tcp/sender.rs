@@ -130,8 +130,6 @@ pub struct TcpSender {
     /// F-RTO (RFC 5682, `tp->frto`): after an RTO, the first ACK that advances snd_una sends
     /// new data instead of the next retransmission, to tell a spurious timeout from a real one.
     frto: bool,
-    /// This ACK is F-RTO's step 2b: new data goes out first, retransmissions only if none can.
-    frto_send_new: bool,
     /// `tcp_cwnd_validate`'s record: whether the window up to `cwnd_usage_seq` was cwnd-limited,
     /// and the largest flight sent in it (`tp->is_cwnd_limited`, `max_packets_out`).
     window_cwnd_limited: bool,
@@ -195,7 +193,6 @@ impl TcpSender {
             prr_delivered: 0,
             prr_out: 0,
             frto: false,
-            frto_send_new: false,
             window_cwnd_limited: false,
             max_packets_out: 0,
             cwnd_usage_seq: 0,
@@ -339,7 +336,7 @@ impl TcpSender {
                 }
             }
         }
-        self.transmit(ctx, false);
+        self.transmit(ctx, false, false);
     }
 
     /// `tcp_connect`: the SYN, with the retransmission timer at the current RTO (1 s before any
@@ -424,7 +421,7 @@ impl TcpSender {
     /// retransmission of the highest segment sent, so that a tail loss is seen by RACK.
     fn send_loss_probe(&mut self, ctx: &mut Ctx) {
         let now = ctx.ev.now();
-        let seq = if self.conn.snd_nxt < self.app.available() && self.conn.snd_nxt < self.snd_wnd_end {
+        let seq = if self.has_new_segment_in_window() {
             self.push_new_segment(now)
         } else {
             let seq = self.conn.snd_nxt - 1;
@@ -676,7 +673,7 @@ impl TcpSender {
             rs.interval_ns = -1;
         }
 
-        self.frto_step(una_advanced, newly_sacked);
+        let frto_new_data = self.frto_step(una_advanced, newly_sacked);
         // State exits (tcp_fastretrans_alert).
         self.refresh_conn(now);
         if self.conn.ca_state != CaState::Open && self.conn.snd_una >= self.high_seq {
@@ -714,19 +711,20 @@ impl TcpSender {
         }
         self.update_pacing_rate();
         self.app.poll(now, self.conn.snd_una);
-        self.transmit(ctx, una_advanced);
+        self.transmit(ctx, una_advanced, frto_new_data);
     }
 
     /// F-RTO in Loss (`tcp_process_loss`, RFC 5682 with SACK). Once new data went out after the
     /// timeout, an ACK that SACKs or duplicates shows the loss was real (step 3a) and repair goes
     /// on as usual. Before, the first ACK that advances snd_una without ending Loss extends Loss
-    /// to snd_nxt and sends new data, if the application and the window have any (step 2b).
+    /// to snd_nxt and sends new data, if the application and the window have any (step 2b):
+    /// returns whether this ACK's transmission is that new data.
     /// A sender capture of tb50k-1c1b-10m-100ms (Linux 6.18, seed 2) has it after every RTO of
     /// the starved CUBIC flow: the retransmitted head is acknowledged, two new segments leave,
     /// and only the dupack they bring back releases the next retransmission.
-    fn frto_step(&mut self, una_advanced: bool, newly_sacked: bool) {
+    fn frto_step(&mut self, una_advanced: bool, newly_sacked: bool) -> bool {
         if self.conn.ca_state != CaState::Loss || !self.frto {
-            return;
+            return false;
         }
         if self.conn.snd_nxt > self.high_seq {
             if newly_sacked || !una_advanced {
@@ -734,12 +732,15 @@ impl TcpSender {
             }
         } else if una_advanced && self.conn.snd_una < self.high_seq {
             self.high_seq = self.conn.snd_nxt;
-            if self.conn.snd_nxt < self.app.available() && self.conn.snd_nxt < self.snd_wnd_end {
-                self.frto_send_new = true;
-            } else {
-                self.frto = false;
-            }
+            self.frto = self.has_new_segment_in_window();
+            return self.frto;
         }
+        false
+    }
+
+    /// The application has a segment not yet sent and the receive window lets it go.
+    fn has_new_segment_in_window(&self) -> bool {
+        self.conn.snd_nxt < self.app.available() && self.conn.snd_nxt < self.snd_wnd_end
     }
 
     /// RACK (RFC 8985 / tcp_recovery.c): a segment is lost once a segment sent after it was
@@ -825,14 +826,13 @@ impl TcpSender {
     /// The loss probe is re-armed only as Linux re-arms it: after new data went out
     /// (tcp_write_xmit) or on an ACK that acknowledged data (`acked`, tcp_ack's
     /// FLAG_SET_XMIT_TIMER); a wake-up that sends nothing leaves it where it was, where re-arming
-    /// it from every wake pushed a tail probe back by up to a PTO.
-    fn transmit(&mut self, ctx: &mut Ctx, acked: bool) {
+    /// it from every wake pushed a tail probe back by up to a PTO. With `new_only` (F-RTO's step
+    /// 2b, tcp_xmit_recovery's REXMIT_NEW) only new data goes out.
+    fn transmit(&mut self, ctx: &mut Ctx, acked: bool, new_only: bool) {
         let now = ctx.ev.now();
         let pacing = self.pacing_rate();
         let mut sent_new = false;
         let mut rwnd_limited = false;
-        // F-RTO's step 2b sends only new data on this ACK (tcp_xmit_recovery's REXMIT_NEW).
-        let new_only = std::mem::take(&mut self.frto_send_new);
         let mut cwnd_limited = false;
         loop {
             let in_flight = self.in_flight();
