@@ -101,20 +101,7 @@ w('''# 000 §6.1-6.2 and §6.4.1: Fig. 6 (aggregate throughput over 250 ms windo
 # the policer read as Policer+, §6.2's "correctly sized policer"): only 25 Mbit/s has claims, so
 # the abstract's "up to", a best case over rates, is judged at one rate; the full-mode rates are
 # in the figures.
-# Results (seed 1; quick = 25 Mbit/s, 30 s; full = every rate, 60 s; earlier 10-flow mix in brackets):
-# 9 of 18 hold in both modes [7], every control failing. Hold: the shaper's wire tail 0.98 (≤ 1.05),
-# BC-PQP's mean 0.954 (1.0 ± 0.07; control BC-PQP at 2r, 1.84), the Policer's mean 0.981 of the
-# shaper's (≤ 0.99) [1.028], the two drop-rate claims and the four Fig. 8a claims. Fail: the
-# shaper's goodput tail 1.43 [1.53] (its wire tail 0.98: in-order data released when a loss at
-# its full queue is repaired), BC-PQP's tail 1.49 goodput and 1.50 wire [1.32] (the largest
-# windows are the first 250 ms of backlogged aggregates, slow starts while the phantom queues are
-# still empty: without that first window 1.29), Policer+'s and FP's bursts 2.52 and 1.71 × BC-PQP's [1.75,
-# 1.69] (≥ 5), and the abstract's drops 0.886 [0.945] and burst 2.52 [1.75]. Full mode at 25
-# Mbit/s: tails 1.44 and 1.46, bursts 2.67 and 1.78, drops 0.976. Off the full-mode runs (not
-# claims): Policer+'s p99.9 burst is 0.59, 1.53, 2.67, 5.32, 10.4, 9.98 × BC-PQP's at 1.5, 7.5,
-# 25, 50, 100, 200 Mbit/s (FP 0.47-9.23): §6.2's 10× shows at 100-200 Mbit/s only; BC-PQP drops
-# 0.85-1.14 of Policer+'s at every rate; BC-PQP's mean is 0.89-1.00 of the shaper's (Fig. 6c's
-# normalisation), the Policer's 0.75-0.98.
+# Current verdicts and values: docs/reproduce.md ("000-fig6-8a-mix"), or ratekit reproduce --quick --only 000-fig6 --out DIR.
 paper = "000"
 figure = "Fig. 6, Fig. 8a"
 title = "Aggregate rate enforcement and per-flow fairness on the authors' 3-flow mix, 100 aggregates, 1.5-200 Mbit/s"

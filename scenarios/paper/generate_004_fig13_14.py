@@ -40,22 +40,17 @@ HEADER = f'''# 004 §V-F, Figs. 13 and 14: inter-protocol and inter-class unfair
 # ABE label means nothing there, so every Fig. 14 ratio should read about 1.0), with CUBIC in
 # BBR's place for Fig. 13 (the other CC: no inter-protocol unfairness).
 #
-# Seed 1 (`ratekit reproduce --quick --only 004-fig13`; quick runs full mode's 45 s): 7 of 9 hold,
-# every control fails. Ratios are `span_ratio`, each flow's goodput after the discarded 15 s, as
-# §V-A2 measures. BBR/CUBIC: 2.93 at 10 ms (paper about 3), 44.6 and 100.2 at 30 and 100 ms (paper
-# 30-100). Quick mode used to run 20 s with 5 s discarded, which read 28.8 at 10 ms: CUBIC needs
-# longer than that to take its share back from BBR's start. "Inter-class far below inter-protocol
-# at 10 ms" holds (1.51 ≥ 1.5: 2.93 / 1.94). CUBIC's ABE/BE: 1.94 at 10 ms (paper 1.0-1.85; no
-# claim: the FIFO reads 1.06, inside that range), 1.06 at 30 ms (paper clearly below 1 with few
-# flows: fails; 16 flows per group may not be "few"), 0.11 at 100 ms (below 1). BBR's ABE/BE: 3.84
-# at 10 ms (2-14), 1.30 at 30 ms, 1.07 at 100 ms (paper 1-2, the advantage not gone: fails; why
-# ABE's shorter queue gives BBR so little at 100 ms is not established).
+# Ratios are `span_ratio`, each flow's goodput after the discarded 15 s, as §V-A2 measures; quick
+# mode runs full mode's 45 s. Quick mode used to run 20 s with 5 s discarded, which read BBR/CUBIC
+# 28.8 at 10 ms (paper about 3): CUBIC needs longer than that to take its share back from BBR's
+# start. CUBIC's ABE/BE at 10 ms (paper 1.0-1.85) has no claim: the FIFO read 1.06, inside that range.
 # Removed when the model's sender began to respect the receive window (2026-11-29), their FIFO
 # controls passing: "CUBIC over ABE gets clearly less than over BE with few flows" at 30 ms (1.05,
 # failing; the FIFO's two CUBIC groups 0.876 against <= 0.9) and "CUBIC's ABE advantage shrinks from
 # 10 ms to 100 ms" (22.7, holding; the FIFO's 10 ms split over its 100 ms split 1.129 against >= 1.1).
 # The FIFO's own group splits spread over 0.85-1.16 from the first run on, so no bound 0.1 from 1.0
 # tells DSCD from no differentiation on one seed.
+# Current verdicts and values: docs/reproduce.md ("004-fig13-14-bbr-cubic"), or ratekit reproduce --quick --only 004-fig13 --out DIR.
 paper = "004"
 figure = "Figs. 13, 14"
 title = "Inter-protocol (BBR vs CUBIC over BE) and inter-class (ABE vs BE) unfairness of TCP through DSCD"

@@ -48,20 +48,15 @@ out = ['''# 004 §V-E, Table V: one CUBIC flow over ABE competes with N CUBIC fl
 # DSCD's saved credit from no differentiation at all: it has no claim (its run stays in the figure).
 # Nor has t_h = ∞ at 10 ms (2.01 ± 1.005): its control passed, the FIFO giving the one ABE flow
 # 1.375 of a BE flow in 20 s (one CUBIC flow against the mean of 16 is not exactly 1.0 in a short
-# run). Quick mode, seed 1 (`ratekit reproduce --quick --only 004-table5`): the FIFO reads 1.375
-# (10 ms) and 1.306 (30 ms); DSCD t_h = ∞ 3.11 at 10 ms.
+# run).
 # Full mode judges every other cell too (issue 16; `full_only` claims on the full-only runs, FIFO
 # controls for every N). The ratio is measured as the paper does (§V-A2: 45 s runs, the first 15 s
 # discarded; `span_ratio`), quick mode 30 s measured after 15 s. Until that was fixed the ratio
 # took each flow's whole-run mean, start-up included, and quick 20 s runs read t_h = 10 ms far
 # higher than 60 s ones (16 flows at 10 ms: 0.58 against 0.19): the ABE flow keeps the share it
 # took during the flows' common start for tens of seconds, which the paper's discarded 15 s leave
-# out. Seed 1: quick 3 of 4 hold, full 18 of 19, every control failing; the miss in both is t_h =
-# 100 ms at 10 ms with 16 flows (1.78 quick, 1.56 full, against 0.99 ± 0.495). The cells at 10 ms with
-# 16 flows move with each TCP change: t_h = 10 ms (0.02 ± 0.1) read 0.349 quick and 0.175 full with
-# the Recovery change alone (docs/simulator.md, "Recovery"), 0.008 after the window-growth change,
-# 0.179 quick after the receive window's growth on out-of-order arrivals and 0.005 after the receive
-# buffer's growth as 6.18's, when t_h = 100 ms moved from 0.94 to 1.78.
+# out.
+# Current verdicts and values: docs/reproduce.md ("004-table5-abe-tcp"), or ratekit reproduce --quick --only 004-table5 --out DIR.
 paper = "004"
 figure = "Table V"
 title = "Goodput of one TCP flow over ABE relative to the mean of N TCP flows over BE, by t_h and RTT"
