@@ -32,6 +32,9 @@ pub struct Conn {
     pub edt_ns: u64,
     /// The sender paces under fq (Linux's `sk_pacing_status != SK_PACING_NONE`).
     pub fq_paced: bool,
+    /// Linux's `sk_pacing_rate` in bytes/s as `tcp_update_pacing_rate` keeps it with or without
+    /// fq; none before an RTT sample.
+    pub sk_pacing_rate: Option<f64>,
     /// Linux's `tp->app_limited`: segments sent while it is non-zero carry app-limited rate
     /// samples, until more than this many segments are delivered.
     pub app_limited: u64,
@@ -57,6 +60,7 @@ impl Conn {
             mss,
             edt_ns: 0,
             fq_paced: false,
+            sk_pacing_rate: None,
             app_limited: 0,
         }
     }
@@ -67,6 +71,9 @@ impl Conn {
         self.app_limited = (self.delivered + in_flight as u64).max(1);
     }
 }
+
+/// The largest GSO packet the testbed's veth takes (`gso_max_size`), in bytes.
+pub const GSO_MAX_SIZE: f64 = 65536.0;
 
 /// A delivery-rate sample (net/ipv4/tcp_rate.c), taken on every ACK.
 #[derive(Debug, Clone, Copy, Default)]

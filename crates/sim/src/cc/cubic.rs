@@ -1,13 +1,14 @@
-//! CUBIC with HyStart, following net/ipv4/tcp_cubic.c (Linux 5.x defaults): β = 717/1024,
+//! CUBIC with HyStart, following net/ipv4/tcp_cubic.c (Linux 6.18 defaults): β = 717/1024,
 //! C = 410/1024 (bic_scale 41 × 10 / 1024), fast convergence, TCP-friendly region, updates rate
-//! limited to once per HZ/32, HyStart ack-train and delay detection from cwnd ≥ 16.
+//! limited to once per HZ/32, HyStart ack-train and delay detection from cwnd ≥ 16, its rounds
+//! counted from the first window.
 //! The window curve is RFC 9438 Eq. 1: W(t) = C·(t − K)³ + W_max, K = ∛(W_max·(1 − β)/C).
 //! Linux evaluates it in fixed point; this model uses f64. The difference is below one segment,
 //! but at windows of a few segments Linux's truncation makes it regrow faster after a loss; the
 //! port was measured and not adopted (docs/simulator.md, "What misses": Linux's windows leave in
 //! fewer bursts than the model's).
 
-use crate::cc::conn::{cong_avoid_ai, slow_start, CaState, Conn};
+use crate::cc::conn::{cong_avoid_ai, slow_start, CaState, Conn, GSO_MAX_SIZE};
 
 const BETA: f64 = 717.0 / 1024.0;
 /// RFC 9438's C in segments/s³ as Linux scales it.
@@ -21,6 +22,12 @@ const HYSTART_DELAY_MIN_NS: u64 = 4_000_000;
 const HYSTART_DELAY_MAX_NS: u64 = 16_000_000;
 /// Linux: `HZ / 32` between curve updates when cwnd has not changed.
 const UPDATE_INTERVAL_NS: u64 = 31_250_000;
+
+/// `hystart_ack_delay`: a cushion for TSO and GRO batching in the ack train, the time of four
+/// GSO packets at the pacing rate, at most 1 ms; none before the rate is known.
+fn hystart_ack_delay_ns(c: &Conn) -> u64 {
+    c.sk_pacing_rate.map_or(0, |rate| (4.0 * GSO_MAX_SIZE * 1e9 / rate).min(1e6) as u64)
+}
 
 #[derive(Default)]
 pub struct Cubic {
@@ -44,10 +51,6 @@ pub struct Cubic {
 }
 
 impl Cubic {
-    fn reset(&mut self) {
-        *self = Cubic { round_start_ns: self.round_start_ns, ..Cubic::default() };
-    }
-
     fn hystart_reset(&mut self, c: &Conn) {
         self.round_start_ns = c.now_ns;
         self.last_ack_ns = c.now_ns;
@@ -67,10 +70,12 @@ impl Cubic {
         ((c.cwnd as f64 * BETA) as u32).max(2)
     }
 
-    pub fn set_state(&mut self, state: CaState) {
+    /// A timeout forgets the curve and the path's delay and starts a HyStart round that lasts
+    /// until what was in flight is acknowledged (`cubictcp_state`).
+    pub fn set_state(&mut self, c: &Conn, state: CaState) {
         if state == CaState::Loss {
-            self.reset();
-            self.curr_rtt_ns = u64::MAX;
+            *self = Cubic::default();
+            self.hystart_reset(c);
         }
     }
 
@@ -88,9 +93,6 @@ impl Cubic {
         }
         let mut acked = acked;
         if c.cwnd < c.ssthresh {
-            if c.snd_una > self.end_seq {
-                self.hystart_reset(c);
-            }
             acked = slow_start(c, acked);
             if acked == 0 {
                 return;
@@ -163,7 +165,7 @@ impl Cubic {
         if self.delay_min_ns == 0 || self.delay_min_ns > delay {
             self.delay_min_ns = delay;
         }
-        if !self.found && c.cwnd < c.ssthresh && c.cwnd >= HYSTART_LOW_WINDOW && self.hystart_update(c, delay) {
+        if !self.found && c.cwnd < c.ssthresh && self.hystart_update(c, delay) {
             c.ssthresh = c.cwnd;
         }
     }
@@ -171,14 +173,19 @@ impl Cubic {
     /// HyStart (Ha & Rhee 2011) as in `hystart_update`: leave slow start when ACKs of a round
     /// keep arriving densely beyond half the min RTT (the whole min RTT when paced: ack train),
     /// or when the round's min RTT exceeds the path's by clamp(min_rtt/8, 4 ms, 16 ms).
+    /// Rounds are counted from the first window on, cwnd-limited or not (Linux 6.18's order).
     fn hystart_update(&mut self, c: &Conn, delay: u64) -> bool {
         if c.snd_una > self.end_seq {
             self.hystart_reset(c);
         }
+        if c.cwnd < HYSTART_LOW_WINDOW {
+            return false;
+        }
         let found = if c.now_ns.saturating_sub(self.last_ack_ns) <= HYSTART_ACK_DELTA_NS {
             self.last_ack_ns = c.now_ns;
             // Pacing may spread a slow-start round over RTT/2, so a paced train must be longer.
-            let train = if c.fq_paced { self.delay_min_ns } else { self.delay_min_ns / 2 };
+            let threshold = self.delay_min_ns + hystart_ack_delay_ns(c);
+            let train = if c.fq_paced { threshold } else { threshold / 2 };
             c.now_ns - self.round_start_ns > train
         } else {
             false
@@ -197,5 +204,53 @@ impl Cubic {
             self.found = true;
         }
         found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+    const ACK_GAP_NS: u64 = 250_000;
+
+    /// Feeds a slow start ACKs `ACK_GAP_NS` apart, each with an RTT sample of `rtt_ns`, acking
+    /// one segment each from `first_una`; returns the time of the ACK that ended slow start.
+    fn ack_train_until_exit(cubic: &mut Cubic, c: &mut Conn, start_ns: u64, first_una: u32, acks: u32, rtt_ns: u64) -> Option<u64> {
+        (0..acks).find_map(|i| {
+            c.now_ns = start_ns + i as u64 * ACK_GAP_NS;
+            c.snd_una = first_una + i;
+            cubic.pkts_acked(c, Some(rtt_ns));
+            (c.ssthresh != u32::MAX).then_some(c.now_ns - start_ns)
+        })
+    }
+
+    fn slow_start(pacing_rate: f64) -> (Cubic, Conn) {
+        (Cubic::default(), Conn { snd_nxt: 1000, sk_pacing_rate: Some(pacing_rate), ..Conn::new(20, 1448) })
+    }
+
+    #[test]
+    fn the_ack_train_must_outlast_half_the_min_rtt_plus_a_cushion_of_four_gso_packets() {
+        // At 1 MB/s four 64 KB packets take far longer than 1 ms, so the cushion is 1 ms and
+        // a 10 ms path's train must pass (10 + 1) / 2 ms: the first ACK after 5.5 ms ends it.
+        let (mut cubic, mut c) = slow_start(1e6);
+        assert_eq!(ack_train_until_exit(&mut cubic, &mut c, 0, 1, 100, 10 * MS), Some(5_750_000));
+        // At 1.31 GB/s the four packets take 0.2 ms: the train must pass 5.1 ms.
+        let (mut cubic, mut c) = slow_start(4.0 * GSO_MAX_SIZE * 1e9 / 200_000.0);
+        assert_eq!(ack_train_until_exit(&mut cubic, &mut c, 0, 1, 100, 10 * MS), Some(5_250_000));
+    }
+
+    #[test]
+    fn after_a_timeout_the_ack_train_waits_for_the_round_in_flight_at_the_timeout() {
+        let (mut cubic, mut c) = slow_start(1e6);
+        c.snd_una = 50;
+        cubic.set_state(&c, CaState::Loss);
+        // ACKs of what was in flight at the timeout come an RTT later: more than the train's
+        // 2 ms gap after the round began, so however dense they are they make no train.
+        let in_flight_round = ack_train_until_exit(&mut cubic, &mut c, 40 * MS, 51, 200, 40 * MS);
+        assert_eq!(in_flight_round, None, "a train counted from the timeout's round");
+        c.snd_nxt = 2000;
+        let next_round = ack_train_until_exit(&mut cubic, &mut c, 100 * MS, 1001, 200, 40 * MS);
+        assert_eq!(next_round, Some(20_750_000), "(40 + 1) / 2 ms after the round began");
     }
 }

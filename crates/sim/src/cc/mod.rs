@@ -13,7 +13,7 @@ pub mod vegas;
 pub mod vivace;
 pub mod win_max;
 
-pub use conn::{CaState, Conn, RateSample};
+pub use conn::{CaState, Conn, RateSample, GSO_MAX_SIZE};
 use ratekit_lab::scenario::CcKind;
 
 /// Enum dispatch over the models (a closed set; style.md practice 3).
@@ -90,7 +90,7 @@ impl Cc {
 
     pub fn set_state(&mut self, c: &Conn, state: CaState) {
         match self {
-            Cc::Cubic(x) => x.set_state(state),
+            Cc::Cubic(x) => x.set_state(c, state),
             Cc::Bbr(x) => x.set_state(c, state),
             Cc::Vegas(x) => x.set_state(state),
             Cc::Reno(_) | Cc::Copa(_) | Cc::Vivace(_) => {}

@@ -12,7 +12,7 @@
 //! TSO/GSO bursts, receive-window limits.
 
 use crate::app::App;
-use crate::cc::{CaState, Cc, Conn, RateSample};
+use crate::cc::{CaState, Cc, Conn, RateSample, GSO_MAX_SIZE};
 use crate::ctx::Ctx;
 use crate::engine::{ComponentId, Wakeup};
 use super::timer_wheel::TimerWheel;
@@ -26,7 +26,6 @@ pub const INIT_CWND: u32 = 10;
 /// 64 KB >> (min_rtt in µs >> 9) on short paths (`tcp_tso_rtt_log`), at most 64 KB, at least
 /// `min_segs`.
 fn tso_autosize(rate: f64, min_rtt_ns: u64, min_segs: u32) -> u32 {
-    const GSO_MAX_SIZE: f64 = 65536.0;
     let mut bytes = rate / 1024.0;
     let r = (min_rtt_ns / 1000) >> 9;
     if r < 32 {
@@ -236,7 +235,9 @@ impl TcpSender {
     /// an RTT sample Linux leaves the rate unlimited; the handshake gives one, so the first
     /// window is paced with the SYN's RTT.
     fn update_pacing_rate(&mut self) {
-        self.fq_rate = self.linux_pacing_rate().filter(|_| self.fq_pacing);
+        let linux_rate = self.linux_pacing_rate();
+        self.fq_rate = linux_rate.filter(|_| self.fq_pacing);
+        self.conn.sk_pacing_rate = self.cc.pacing_rate().or(linux_rate);
     }
 
     /// The rate `tcp_update_pacing_rate` sets, which Linux keeps with or without fq (TSO
