@@ -9,7 +9,7 @@ pub use ratekit_lab::summary::FlowTcpInfo;
 use std::collections::BTreeMap;
 
 /// (table, counter) pairs kept, named `table.counter` in summary.json.
-const KEPT: [(&str, &str); 13] = [
+const KEPT: [(&str, &str); 18] = [
     ("Tcp", "OutSegs"),
     ("Tcp", "RetransSegs"),
     ("TcpExt", "TCPTimeouts"),
@@ -24,6 +24,12 @@ const KEPT: [(&str, &str); 13] = [
     ("TcpExt", "TCPHystartTrainCwnd"),
     ("TcpExt", "TCPHystartDelayDetect"),
     ("TcpExt", "TCPHystartDelayCwnd"),
+    // Reductions Linux took back as spurious (timestamps or DSACKs), which the simulator never does.
+    ("TcpExt", "TCPFullUndo"),
+    ("TcpExt", "TCPPartialUndo"),
+    ("TcpExt", "TCPDSACKUndo"),
+    ("TcpExt", "TCPLossUndo"),
+    ("TcpExt", "TCPDSACKRecv"),
 ];
 
 pub type Counters = BTreeMap<String, u64>;
