@@ -26,6 +26,11 @@ SYN (default: the scenario's warm-up, from summary.json, else 0):
                  departure - the RTT) for clumps of two or more segments sent within 3 ms of the flow's previous one, and
                  for clumps after 10 ms or more of its silence: whether a burst after silence
                  comes back later than one that follows another closely (sender)
+  loop_drift_us  near / far: median |difference| between the loop delays (the ACK's arrival less
+                 the departure of the segment it acknowledges up to) of two ACK-clocked clumps
+                 (each sent within 50 us of an ACK, for a segment sent once and acknowledged
+                 within 5 ms of the RTT) 20-150 ms apart, and 0.5-8 s apart: how much of the ACK
+                 path's noise nearby ACKs share (sender)
 
 Writes FILE (default: DIR/capture-timing.json for one DIR) and prints a table.
 """
@@ -141,6 +146,45 @@ def round_structure(sender, t0, rtt_ns):
     }
 
 
+LOOP_NEAR_NS = (20_000_000, 150_000_000)
+LOOP_FAR_NS = (500_000_000, 8_000_000_000)
+FAR_PAIRS = 20
+LOOP_MAX_EXCESS_NS = 5_000_000
+
+
+def loop_drift(sender, t0, rtt_ns):
+    """loop_drift_us (see the module's doc), over segments sent once whose ACK came within
+    LOOP_MAX_EXCESS_NS of the RTT (a delayed ACK or a repair is not the path's noise)."""
+    sends = {}
+    for t, seq, length in sender["data"]:
+        sends.setdefault((seq + length) % 2**32, []).append(t)
+    first = {end: ts[0] for end, ts in sends.items() if len(ts) == 1}
+    ack_times = [a[0] for a in sender["acks"]]
+    loops, prev = [], None
+    for t, _, _ in sender["data"]:
+        starts = prev is None or t - prev >= CLUMP_GAP_NS
+        prev = t
+        if not starts or t < t0:
+            continue
+        k = bisect.bisect_right(ack_times, t) - 1
+        if k < 0 or t - ack_times[k] > BURST_NS:
+            continue
+        sent = first.get(sender["acks"][k][1])
+        if sent is not None and 0 <= ack_times[k] - sent - rtt_ns < LOOP_MAX_EXCESS_NS:
+            loops.append((t, ack_times[k] - sent))
+    times = [t for t, _ in loops]
+
+    def median_change(lo, hi, most=None):
+        changes = []
+        for i, (t, loop) in enumerate(loops):
+            j, end = bisect.bisect_left(times, t + lo, i + 1), bisect.bisect_left(times, t + hi, i + 1)
+            step = max(1, (end - j) // most) if most else 1
+            changes += [abs(loops[m][1] - loop) / 1e3 for m in range(j, end, step)]
+        return statistics.median(changes) if changes else None
+
+    return [median_change(*LOOP_NEAR_NS), median_change(*LOOP_FAR_NS, FAR_PAIRS)]
+
+
 def measure(sender, receiver, t0, rtt_ns):
     out = {}
     data = [d for d in sender["data"] if d[0] >= t0]
@@ -165,6 +209,7 @@ def measure(sender, receiver, t0, rtt_ns):
         out["send_after_ack_us"] = statistics.median(waits) if waits else None
         out["segments_sent"] = len(data)
         out.update(round_structure(sender, t0, rtt_ns))
+        out["loop_drift_us"] = loop_drift(sender, t0, rtt_ns)
     if receiver is None:
         return out
     acks_out = [a for a in receiver["acks"] if a[0] >= t0]
@@ -248,7 +293,7 @@ def main():
         sys.exit("capture-timing: with several DIRs, name the output with --out FILE")
     with open(out, "w") as f:
         json.dump(results, f, indent=1)
-    cols = ["send_burst3", "send_after_ack_us", "clumps_per_round", "loop_excess_us", "ack_gap_ms", "ack_cover3", "fwd_excess_us", "spread_pairs", "rev_excess_us"]
+    cols = ["send_burst3", "send_after_ack_us", "clumps_per_round", "loop_excess_us", "loop_drift_us", "ack_gap_ms", "ack_cover3", "fwd_excess_us", "spread_pairs", "rev_excess_us"]
     print("| run | flow | cc | " + " | ".join(cols) + " |")
     print("|---" * (len(cols) + 3) + "|")
     for r in results:

@@ -1,7 +1,7 @@
 """scripts/capture-timing.py on the simulator's captures (`[testbed] pcap`), where the path's timing
-is known: the forward path adds nothing but serialisation, the ACK path a uniform noise below
-`ack_jitter`, whatever the flow's silence before a burst. A run without that noise is the control:
-the script must read it as none."""
+is known: the forward path adds nothing but serialisation, the ACK path a noise below `ack_jitter`
+(uniform when drawn afresh for every ACK, `ack_jitter_slow = 0`), whatever the flow's silence
+before a burst. A run without that noise is the control: the script must read it as none."""
 from __future__ import annotations
 
 import json
@@ -30,8 +30,8 @@ burst = "30kb"
 host_rate = "10gbit"
 link_rate = "10gbit"
 flows = [
-  { cc = "cubic", rtt = "20ms", ack_jitter = "JITTER" },
-  { cc = "bbr", rtt = "20ms", ack_jitter = "JITTER", start = "100ms" },
+  { cc = "cubic", rtt = "20ms", ack_jitter = "JITTER", ack_jitter_slow = 0.0 },
+  { cc = "bbr", rtt = "20ms", ack_jitter = "JITTER", ack_jitter_slow = 0.0, start = "100ms" },
 ]
 """
 
@@ -91,6 +91,20 @@ def test_a_burst_comes_back_after_the_paths_delay_whatever_the_silence_before_it
             busy, silent = f["loop_excess_us"]
             assert low < busy < high and low < silent < high and abs(busy - silent) < 30, f"{jitter}: {f}"
             assert 1 <= f["clumps_per_round"] < 10, f
+
+
+def test_the_share_of_the_noise_nearby_acks_share_is_read_from_the_loop_delays(tmp_path):
+    """loop_drift_us: with the default noise (half of it drifting over a second) two ACK-clocked
+    bursts 20-150 ms apart come back with loop delays about as far apart as two draws below
+    125 us (a median near 37 us), bursts seconds apart further; with a noise drawn afresh for every
+    ACK (`ack_jitter_slow = 0`, the control) both read as two draws below 250 us (73 us)."""
+    drifting = [f["loop_drift_us"] for f in simulate_and_measure(tmp_path, "250us", ROUNDS, "drift")]
+    control = ROUNDS.replace('ack_jitter = "JITTER"', 'ack_jitter = "JITTER", ack_jitter_slow = 0.0')
+    fresh = [f["loop_drift_us"] for f in simulate_and_measure(tmp_path, "250us", control, "fresh")]
+    for near, far in drifting:
+        assert 25 < near < 55 and near < far, drifting
+    for near, far in fresh:
+        assert 55 < near < 95 and 55 < far < 95, fresh
 
 
 def test_a_directory_without_captures_is_refused_by_name(tmp_path):

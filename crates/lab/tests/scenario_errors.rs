@@ -25,7 +25,7 @@ fn the_reference_scenario_is_valid() {
 
 #[test]
 fn errors_name_file_and_field() {
-    let cases: [(&str, &str, &str); 19] = [
+    let cases: [(&str, &str, &str); 21] = [
         ("zero rate", &GOOD.replace("rate = \"10mbit\"", "rate = \"0mbit\""), "enforcer.rate"),
         ("zero aggregate rate", &GOOD.replace("[[aggregates]]", "[[aggregates]]\nrate = 0"), "aggregates.rate"),
         ("negative delay", &GOOD.replace("rtt = \"10ms\"", "rtt = \"-10ms\""), "aggregates.flows.rtt"),
@@ -38,6 +38,8 @@ fn errors_name_file_and_field() {
         ("stop before start", &GOOD.replace("rtt = \"10ms\"", "rtt = \"10ms\", start = \"0.5s\", stop = \"0.5s\""), "aggregates[0].flows[0].stop"),
         ("kernel HZ Linux does not offer", &GOOD.replace("rtt = \"10ms\"", "rtt = \"10ms\", kernel_hz = 200"), "aggregates[0].flows[0].kernel_hz"),
         ("ACK noise of a second", &GOOD.replace("rtt = \"10ms\"", "rtt = \"10ms\", ack_jitter = \"1s\""), "aggregates[0].flows[0].ack_jitter"),
+        ("a drifting share above 1", &GOOD.replace("rtt = \"10ms\"", "rtt = \"10ms\", ack_jitter_slow = 1.5"), "aggregates[0].flows[0].ack_jitter_slow"),
+        ("a drift without memory", &GOOD.replace("rtt = \"10ms\"", "rtt = \"10ms\", ack_jitter_memory = \"0s\""), "aggregates[0].flows[0].ack_jitter_memory"),
         ("a reader asleep for a second", &GOOD.replace("rtt = \"10ms\"", "rtt = \"10ms\", receiver_wakeup = \"1s\""), "aggregates[0].flows[0].receiver_wakeup"),
         ("link step to zero", &GOOD.replace("[[aggregates]]", "[[aggregates]]\nlink_steps = [{ at = \"0.5s\", rate = 0 }]"), "aggregates.link_steps.rate"),
         ("link step after the end", &GOOD.replace("[[aggregates]]", "[[aggregates]]\nlink_steps = [{ at = \"1s\", rate = \"5mbit\" }]"), "aggregates[0].link_steps[0].at"),

@@ -6,7 +6,7 @@
 //! cannot do is refused, naming the field.
 
 use ratekit_core::Duration;
-use ratekit_lab::scenario::{self, AppConfig, CcKind, Placement, Resolved, ScenarioError, DEFAULT_ACK_JITTER, DEFAULT_RECEIVER_WAKEUP};
+use ratekit_lab::scenario::{self, AppConfig, CcKind, Placement, Resolved, ScenarioError, DEFAULT_ACK_JITTER, DEFAULT_ACK_JITTER_MEMORY, DEFAULT_ACK_JITTER_SLOW, DEFAULT_RECEIVER_WAKEUP};
 use std::net::Ipv4Addr;
 use std::path::Path;
 
@@ -97,6 +97,8 @@ pub fn plan(resolved: Resolved, file: &str) -> Result<Plan, ScenarioError> {
                 ("pacing", f.pacing, "the testbed's sender namespace has no fq qdisc"),
                 ("receiver_wakeup", f.receiver_wakeup != DEFAULT_RECEIVER_WAKEUP, "the testbed's receivers are real applications that wake when the machine wakes them"),
                 ("ack_jitter", f.ack_jitter != DEFAULT_ACK_JITTER, "the testbed's timing noise is its machine's"),
+                ("ack_jitter_slow", f.ack_jitter_slow != DEFAULT_ACK_JITTER_SLOW, "the testbed's timing noise is its machine's"),
+                ("ack_jitter_memory", f.ack_jitter_memory != DEFAULT_ACK_JITTER_MEMORY, "the testbed's timing noise is its machine's"),
             ];
             if let Some((k, _, m)) = unsupported.into_iter().find(|(_, set, _)| *set) {
                 return Err(err(field(k), m));

@@ -189,6 +189,27 @@ fn default_ack_jitter() -> Duration {
     DEFAULT_ACK_JITTER
 }
 
+/// How much of the ACK-path noise drifts slowly rather than changing from one ACK to the next. In
+/// the testbed's sender captures (Linux 6.18, seven cases behind policers and BC-PQP) two
+/// ACK-clocked bursts of a flow 20-150 ms apart come back with loop delays a median 29-69 µs apart
+/// (`scripts/capture-timing.py`, `loop_drift_us`, median over flows), bursts 0.5-8 s apart
+/// 26-106 µs: nearby ACKs share part of their delay. A noise drawn afresh for every ACK reads
+/// 73-80 µs at both distances on the same cases and seeds; half of it drifting, with
+/// `DEFAULT_ACK_JITTER_MEMORY`, reads 38-48 µs near and 48-53 µs far.
+pub const DEFAULT_ACK_JITTER_SLOW: f64 = 0.5;
+
+fn default_ack_jitter_slow() -> f64 {
+    DEFAULT_ACK_JITTER_SLOW
+}
+
+/// The drifting part's memory: in the same captures the loop delays' differences grow with the
+/// bursts' distance up to about half a second to two seconds, and no further.
+pub const DEFAULT_ACK_JITTER_MEMORY: Duration = Duration(1_000_000_000);
+
+fn default_ack_jitter_memory() -> Duration {
+    DEFAULT_ACK_JITTER_MEMORY
+}
+
 fn one() -> u32 {
     1
 }
@@ -242,6 +263,13 @@ pub struct FlowConfig {
     /// noise is its machine's, so it refuses any other value.
     #[serde(default = "default_ack_jitter")]
     pub ack_jitter: Duration,
+    /// The share of `ack_jitter` that drifts slowly, shared by nearby ACKs (0.5, from the
+    /// testbed's captures; 0: every ACK draws its noise afresh). Same testbed rule.
+    #[serde(default = "default_ack_jitter_slow")]
+    pub ack_jitter_slow: f64,
+    /// How long the drifting part takes to forget its value (1 s, from the same captures).
+    #[serde(default = "default_ack_jitter_memory")]
+    pub ack_jitter_memory: Duration,
     /// The customer the enforcers see (`Packet::aggregate`, CPQ's classifier key), so that
     /// several customers share one aggregate's queue. Default: the flow's aggregate id.
     #[serde(default)]
@@ -285,6 +313,8 @@ pub struct ResolvedFlow {
     pub kernel_hz: u32,
     pub receiver_wakeup: Duration,
     pub ack_jitter: Duration,
+    pub ack_jitter_slow: f64,
+    pub ack_jitter_memory: Duration,
     pub customer: Option<u32>,
     /// Resolved aggregate ids of `via`.
     pub via: Vec<u32>,
@@ -430,6 +460,12 @@ fn resolve(sc: Scenario, file: &str) -> Result<Resolved, ScenarioError> {
                         return Err(err(ff(name), "must be at most 100ms".into()));
                     }
                 }
+                if !(0.0..=1.0).contains(&fc.ack_jitter_slow) {
+                    return Err(err(ff("ack_jitter_slow"), format!("{} is not a share between 0 and 1", fc.ack_jitter_slow)));
+                }
+                if fc.ack_jitter_memory.0 == 0 || fc.ack_jitter_memory.0 > 60_000_000_000 {
+                    return Err(err(ff("ack_jitter_memory"), "must be above 0 and at most 60s".into()));
+                }
                 let mut via = Vec::new();
                 for n in &fc.via {
                     let &(id, count) =
@@ -467,6 +503,8 @@ fn resolve(sc: Scenario, file: &str) -> Result<Resolved, ScenarioError> {
                         kernel_hz: fc.kernel_hz,
                         receiver_wakeup: fc.receiver_wakeup,
                         ack_jitter: fc.ack_jitter,
+                        ack_jitter_slow: fc.ack_jitter_slow,
+                        ack_jitter_memory: fc.ack_jitter_memory,
                         customer: fc.customer,
                         via: via.clone(),
                     });

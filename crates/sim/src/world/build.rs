@@ -5,7 +5,7 @@ use crate::app::{App, UdpSource};
 use crate::cc::Cc;
 use crate::ctx::Ctx;
 use crate::engine::{ComponentId, EventList};
-use crate::net::{EnforcementPoint, Link, Pipe};
+use crate::net::{EnforcementPoint, Jitter, Link, Pipe};
 use crate::packet::Pool;
 use crate::stats::{AggCounters, EnfStats, FlowEnf};
 use crate::tcp::receiver::TcpReceiver;
@@ -86,7 +86,8 @@ impl World {
                 comps.push(Comp::Pipe(Pipe::new(fwd, half)));
                 let rev = comps.len() as ComponentId;
                 let ack_noise = ChaCha8Rng::seed_from_u64(mix(seed, 0xACC0_0000 + fid as u64));
-                comps.push(Comp::Pipe(Pipe::new(rev, f.rtt.0 - half).with_jitter(f.ack_jitter.0, ack_noise)));
+                let jitter = Jitter { bound_ns: f.ack_jitter.0, slow_share: f.ack_jitter_slow, memory_ns: f.ack_jitter_memory.0 };
+                comps.push(Comp::Pipe(Pipe::new(rev, f.rtt.0 - half).with_jitter(jitter, ack_noise)));
                 let sender = comps.len() as ComponentId;
                 let receiver = sender + 1;
                 let udp = f.app.is_udp();
