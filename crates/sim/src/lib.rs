@@ -6,6 +6,7 @@ pub mod app;
 pub mod cc;
 pub mod ctx;
 pub mod engine;
+pub mod jitter;
 pub mod net;
 pub mod packet;
 pub mod stats;
