@@ -376,3 +376,31 @@ fn the_testbed_placement_puts_the_forward_delay_before_the_enforcer() {
         assert_eq!(arrivals(&format!("[testbed]\nenforcer_at = \"{at}\"")), 200, "{at}");
     }
 }
+
+/// HyStart's exits are counted per CUBIC flow as Linux counts them (TCPHystart*), each by the
+/// detector that fired. Into a 10 Mbit/s FIFO with a BDP of buffer at 100 ms, one CUBIC flow's
+/// ACKs come 1.2 ms apart (a 1514-byte frame's time), within HyStart's 2 ms, so the ack train
+/// ends its slow start once it spans half the RTT; four flows' ACKs come 4.8 ms apart each, no
+/// train forms, and the delay test ends theirs when the queue adds delay_min/8. Behind a
+/// one-packet bucket losses end slow start first, and a Reno flow has no HyStart to report.
+#[test]
+fn hystart_exits_are_counted_per_cubic_flow_by_the_detector_that_fired() {
+    let hystart = |cc: &str, count: u32, enforcer: &str| {
+        let (s, _) = run(&format!(
+            "duration = \"5s\"\nseed = 1\n[enforcer]\n{enforcer}\n[[aggregates]]\nflows = [{{ cc = \"{cc}\", rtt = \"100ms\", count = {count} }}]\n"
+        ));
+        s.flows.iter().map(|f| f.counts.as_ref().unwrap().hystart).collect::<Vec<_>>()
+    };
+    let fifo = "kind = \"fifo\"\nrate = \"10mbit\"\nburst = 3000\nlimit = 125000";
+    let one = hystart("cubic", 1, fifo)[0].expect("a CUBIC flow reports its exits");
+    assert_eq!((one.train, one.delay), (1, 0), "{one:?}");
+    assert!((16..=200).contains(&one.train_cwnd), "the window at the exit: {one:?}");
+    for h in hystart("cubic", 4, fifo) {
+        let h = h.unwrap();
+        assert_eq!((h.train, h.delay), (0, 1), "{h:?}");
+        assert!((16..=200).contains(&h.delay_cwnd), "{h:?}");
+    }
+    let policed = hystart("cubic", 1, "kind = \"token_bucket\"\nrate = \"10mbit\"\nburst = 1514")[0].unwrap();
+    assert_eq!((policed.train, policed.delay), (0, 0), "{policed:?}");
+    assert!(hystart("reno", 1, fifo)[0].is_none());
+}

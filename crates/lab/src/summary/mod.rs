@@ -85,6 +85,14 @@ pub struct VideoSummary {
     pub of_segments: u32,
 }
 
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct HystartCounts {
+    pub train: u32,
+    pub train_cwnd: u64,
+    pub delay: u32,
+    pub delay_cwnd: u64,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct FlowCounts {
     pub retransmits: u64,
@@ -92,6 +100,11 @@ pub struct FlowCounts {
     pub recoveries: u64,
     /// Tail loss probes sent (Linux's TCPLossProbes).
     pub loss_probes: u64,
+    /// How HyStart ended slow start, CUBIC flows only: Linux's TCPHystartTrainDetect,
+    /// TCPHystartTrainCwnd, TCPHystartDelayDetect and TCPHystartDelayCwnd for this flow (the
+    /// testbed has them summed over its flows in `testbed.sender_tcp`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hystart: Option<HystartCounts>,
     /// Time the receive window held back data the congestion window allowed, over the whole run
     /// (TCP_INFO's `tcpi_rwnd_limited`, which the testbed records as `flow_tcp.rwnd_limited_ms`).
     pub rwnd_limited_ms: f64,

@@ -29,6 +29,15 @@ fn hystart_ack_delay_ns(c: &Conn) -> u64 {
     c.sk_pacing_rate.map_or(0, |rate| (4.0 * GSO_MAX_SIZE * 1e9 / rate).min(1e6) as u64)
 }
 
+/// HyStart's exits from slow start: how many each detector ended, and the windows summed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HystartExits {
+    pub train: u32,
+    pub train_cwnd: u64,
+    pub delay: u32,
+    pub delay_cwnd: u64,
+}
+
 #[derive(Default)]
 pub struct Cubic {
     cnt: u32,
@@ -48,6 +57,8 @@ pub struct Cubic {
     end_seq: u32,
     curr_rtt_ns: u64,
     sample_cnt: u32,
+    /// Kept across timeouts, as Linux's counters are.
+    exits: HystartExits,
 }
 
 impl Cubic {
@@ -74,7 +85,7 @@ impl Cubic {
     /// until what was in flight is acknowledged (`cubictcp_state`).
     pub fn set_state(&mut self, c: &Conn, state: CaState) {
         if state == CaState::Loss {
-            *self = Cubic::default();
+            *self = Cubic { exits: self.exits, ..Cubic::default() };
             self.hystart_reset(c);
         }
     }
@@ -181,29 +192,38 @@ impl Cubic {
         if c.cwnd < HYSTART_LOW_WINDOW {
             return false;
         }
-        let found = if c.now_ns.saturating_sub(self.last_ack_ns) <= HYSTART_ACK_DELTA_NS {
+        let by_train = c.now_ns.saturating_sub(self.last_ack_ns) <= HYSTART_ACK_DELTA_NS && {
             self.last_ack_ns = c.now_ns;
             // Pacing may spread a slow-start round over RTT/2, so a paced train must be longer.
             let threshold = self.delay_min_ns + hystart_ack_delay_ns(c);
             let train = if c.fq_paced { threshold } else { threshold / 2 };
             c.now_ns - self.round_start_ns > train
-        } else {
+        };
+        self.curr_rtt_ns = self.curr_rtt_ns.min(delay);
+        let by_delay = if self.sample_cnt < HYSTART_MIN_SAMPLES {
+            self.sample_cnt += 1;
             false
+        } else {
+            let thresh = (self.delay_min_ns >> 3).clamp(HYSTART_DELAY_MIN_NS, HYSTART_DELAY_MAX_NS);
+            self.curr_rtt_ns > self.delay_min_ns + thresh
         };
-        let found = found || {
-            self.curr_rtt_ns = self.curr_rtt_ns.min(delay);
-            if self.sample_cnt < HYSTART_MIN_SAMPLES {
-                self.sample_cnt += 1;
-                false
-            } else {
-                let thresh = (self.delay_min_ns >> 3).clamp(HYSTART_DELAY_MIN_NS, HYSTART_DELAY_MAX_NS);
-                self.curr_rtt_ns > self.delay_min_ns + thresh
-            }
-        };
-        if found {
-            self.found = true;
+        // Linux counts each detector that fired (TCPHystartTrainDetect, TCPHystartDelayDetect)
+        // and adds the window it fired at.
+        if by_train {
+            self.exits.train += 1;
+            self.exits.train_cwnd += c.cwnd as u64;
         }
-        found
+        if by_delay {
+            self.exits.delay += 1;
+            self.exits.delay_cwnd += c.cwnd as u64;
+        }
+        self.found |= by_train || by_delay;
+        by_train || by_delay
+    }
+
+    /// How HyStart ended slow start so far, as Linux's four counters count it.
+    pub fn hystart_exits(&self) -> HystartExits {
+        self.exits
     }
 }
 

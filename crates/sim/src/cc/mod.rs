@@ -108,6 +108,14 @@ impl Cc {
         }
     }
 
+    /// How CUBIC's HyStart ended slow start (Linux's TCPHystart* counters); None for the others.
+    pub fn hystart_exits(&self) -> Option<cubic::HystartExits> {
+        match self {
+            Cc::Cubic(x) => Some(x.hystart_exits()),
+            _ => None,
+        }
+    }
+
     /// BBR's model of the path (TCP_CC_INFO); None for the other models.
     pub fn bbr_model(&self) -> Option<bbr::BbrModel> {
         match self {

@@ -3,7 +3,7 @@
 use super::{Comp, World};
 use std::collections::BTreeMap;
 use ratekit_lab::scenario::Resolved;
-use ratekit_lab::summary::{AggSummary, EngineSummary, FlowCounts, FlowSummary, SimulatedTime, Summary};
+use ratekit_lab::summary::{AggSummary, EngineSummary, FlowCounts, FlowSummary, HystartCounts, SimulatedTime, Summary};
 
 /// Per aggregate, what the windows after the warm-up contributed.
 pub(super) struct WindowSamples {
@@ -69,9 +69,12 @@ impl World {
                     (Comp::Sink { bytes, .. }, _) => (*bytes, None, 0, 0, 0, 0, 0),
                     _ => unreachable!(),
                 };
-                let video = match &self.comps[m.sender as usize] {
-                    Comp::Sender(tx) => tx.app.player().map(|p| p.summary(sim_end)),
-                    _ => None,
+                let (video, hystart) = match &self.comps[m.sender as usize] {
+                    Comp::Sender(tx) => (
+                        tx.app.player().map(|p| p.summary(sim_end)),
+                        tx.cc.hystart_exits().map(|h| HystartCounts { train: h.train, train_cwnd: h.train_cwnd, delay: h.delay, delay_cwnd: h.delay_cwnd }),
+                    ),
+                    _ => (None, None),
                 };
                 let active_end = fct.map_or(sim_end.min(m.stop_ns), |f| m.start_ns + (f * 1e9) as u64);
                 let active = active_end.saturating_sub(m.start_ns) as f64 * 1e-9;
@@ -90,6 +93,7 @@ impl World {
                         timeouts: rto,
                         recoveries,
                         loss_probes,
+                        hystart,
                         rwnd_limited_ms: rwnd_limited_ns as f64 * 1e-6,
                         enforcer_arrivals: self.ctx.enf.flows[id].arrivals,
                         enforcer_drops: self.ctx.enf.flows[id].drops,
