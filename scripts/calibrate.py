@@ -27,7 +27,9 @@ usage (no root): scripts/calibrate.py GRID.toml --out DIR --linux RUNS.jsonl [--
 Writes DIR/linux-runs.jsonl (each judged Linux run's measures, the scenario's SHA-256, the kernel and
 the day it was measured: what a later --linux needs), DIR/runs.csv (one row per case, system, run and
 flow), DIR/table.md and DIR/table.csv (per case: Linux's mean and run-to-run range beside the
-simulator's, and whether each target holds), DIR/misses.md (each case that misses: which targets,
+simulator's, and whether each target holds; also, not targets, how many times per flow CUBIC's HyStart
+ended slow start and at what mean window, where every run of the case has Linux's TCPHystart* counters:
+`hystart_exits_per_flow`, `hystart_exit_cwnd`), DIR/misses.md (each case that misses: which targets,
 whether the simulator lies inside Linux's run range, whether its runs on Linux's own seeds, which
 start every flow at the same offset as Linux's did, meet every target: n/a for Linux runs that do not
 record their flows' starts or started them elsewhere), DIR/differences.png (each CC's share, Jain's index and every flow's mean goodput, Linux
@@ -191,6 +193,14 @@ def metrics(summary_path, warmup_s, window_s, duration_s):
     recoveries = (tcp.get("TcpExt.TCPSackRecovery", 0) + tcp.get("TcpExt.TCPRenoRecovery", 0) if tcp
                   else sum(f.get("recoveries") or 0 for f in flows))
     per_flow_s = len(flows) * duration_s
+    # How CUBIC left slow start: Linux's TCPHystart* counters (summed over flows; absent from runs
+    # stored before they were recorded) and the simulator's per-flow counts of the same.
+    if tcp:
+        hystart = ([tcp.get(f"TcpExt.TCPHystart{k}") for k in ("TrainDetect", "TrainCwnd", "DelayDetect", "DelayCwnd")]
+                   if "TcpExt.TCPHystartTrainDetect" in tcp else None)
+    else:
+        counts = [f["hystart"] for f in flows if f.get("hystart")]
+        hystart = [sum(c[k] for c in counts) for k in ("train", "train_cwnd", "delay", "delay_cwnd")] if counts else None
     # Flows of one CC and RTT are exchangeable: flow 2 of a Linux run is not flow 2 of a simulated
     # one. Each such group's goodputs are matched by rank (best with best), so a simulator that
     # splits a group unevenly cannot pass by averaging its flows out over the runs.
@@ -205,7 +215,17 @@ def metrics(summary_path, warmup_s, window_s, duration_s):
             "goodput": good, "ranked": ranked, "cc": [f["cc"] for f in flows], "shares": shares, "jain": jain,
             "drop_rate": agg.get("drop_rate"), "retransmits": retx, "timeouts": rtos,
             "rto_per_flow_s": rto_total / per_flow_s, "retx_per_flow_s": retx_total / per_flow_s,
-            "recoveries_per_flow_s": recoveries / per_flow_s, "start_s": [f.get("start_s") for f in flows]}
+            "recoveries_per_flow_s": recoveries / per_flow_s, "start_s": [f.get("start_s") for f in flows],
+            **hystart_metrics(hystart, len(flows))}
+
+
+def hystart_metrics(hystart, nflows):
+    """HyStart's exits per flow and the mean window they fired at (both detectors together);
+    nothing when the run has no counts."""
+    if hystart is None:
+        return {}
+    exits, cwnd = hystart[0] + hystart[2], hystart[1] + hystart[3]
+    return {"hystart_exits_per_flow": exits / nflows, "hystart_exit_cwnd": cwnd / exits if exits else 0.0}
 
 
 # A Linux flow starts within this of its schedule (the sender thread's wake-up); further apart, a
@@ -280,6 +300,11 @@ def judge(linux, sim):
     for key in ("rto_per_flow_s", "retx_per_flow_s", "recoveries_per_flow_s", "p10", "p50", "p90"):
         lv = [r[key] for r in linux]
         out[key] = (statistics.mean(lv), statistics.mean(r[key] for r in sim), None, spread(lv))
+    # Mechanism, not a target: only where every run of both has HyStart's counts.
+    for key in ("hystart_exits_per_flow", "hystart_exit_cwnd"):
+        if all(key in r for r in linux + sim):
+            lv = [r[key] for r in linux]
+            out[key] = (statistics.mean(lv), statistics.mean(r[key] for r in sim), None, spread(lv))
     return out
 
 

@@ -61,6 +61,19 @@ def test_a_flow_inside_linuxs_own_range_meets_its_target(calibrate):
     assert not calibrate.judge(linux, [run_metrics({"reno": 1.0}, 0.9, [4.2e6])])["flows_ok"][2]
 
 
+def test_hystarts_exits_are_set_beside_linuxs_only_where_every_run_has_them(calibrate):
+    # Linux's counters sum over a run's flows: two exits by the train at 100 and 140, none by delay.
+    linux = [{**run_metrics({"cubic": 1.0}, 1.0, [1e6, 1e6]), **calibrate.hystart_metrics([2, 240, 0, 0], 2)} for _ in range(3)]
+    sim = [{**run_metrics({"cubic": 1.0}, 1.0, [1e6, 1e6]), **calibrate.hystart_metrics([1, 150, 1, 50], 2)}]
+    res = calibrate.judge(linux, sim)
+    assert res["hystart_exits_per_flow"][:3] == (1.0, 1.0, None), "one exit per flow in both; not a target"
+    assert res["hystart_exit_cwnd"][:2] == (120.0, 100.0)
+    assert calibrate.hystart_metrics(None, 2) == {} and calibrate.hystart_metrics([0, 0, 0, 0], 2)["hystart_exit_cwnd"] == 0.0
+    stored = [run_metrics({"cubic": 1.0}, 1.0, [1e6, 1e6])] + linux[1:]
+    assert "hystart_exits_per_flow" not in calibrate.judge(stored, sim), "a run stored without the counters: no comparison"
+    assert not calibrate.missed(res), "the HyStart rows never decide a case"
+
+
 def test_fewer_simulator_runs_than_testbed_runs_are_refused(tmp_path):
     grid = tmp_path / "grid.toml"
     grid.write_text('[[case]]\nname = "c"\nplacement = "tc"\nrate = "10mbit"\nenforcer = { kind = "token_bucket", rate = "10mbit", burst = 1514 }\nflows = [{ cc = "cubic" }]\n')
