@@ -160,11 +160,9 @@ def loop_drift(sender, t0, rtt_ns):
         sends.setdefault((seq + length) % 2**32, []).append(t)
     first = {end: ts[0] for end, ts in sends.items() if len(ts) == 1}
     ack_times = [a[0] for a in sender["acks"]]
-    loops, prev = [], None
-    for t, _, _ in sender["data"]:
-        starts = prev is None or t - prev >= CLUMP_GAP_NS
-        prev = t
-        if not starts or t < t0:
+    loops = []
+    for t, *_ in clumps(sender["data"]):
+        if t < t0:
             continue
         k = bisect.bisect_right(ack_times, t) - 1
         if k < 0 or t - ack_times[k] > BURST_NS:

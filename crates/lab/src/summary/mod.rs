@@ -85,7 +85,9 @@ pub struct VideoSummary {
     pub of_segments: u32,
 }
 
-#[derive(Debug, Clone, Copy, Serialize)]
+/// How CUBIC's HyStart ended slow start: how many times each detector ended it, and the windows
+/// it ended at, summed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct HystartCounts {
     pub train: u32,
     pub train_cwnd: u64,

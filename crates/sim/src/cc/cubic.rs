@@ -9,6 +9,7 @@
 //! fewer bursts than the model's).
 
 use crate::cc::conn::{cong_avoid_ai, slow_start, CaState, Conn, GSO_MAX_SIZE};
+use ratekit_lab::summary::HystartCounts;
 
 const BETA: f64 = 717.0 / 1024.0;
 /// RFC 9438's C in segments/s³ as Linux scales it.
@@ -27,15 +28,6 @@ const UPDATE_INTERVAL_NS: u64 = 31_250_000;
 /// GSO packets at the pacing rate, at most 1 ms; none before the rate is known.
 fn hystart_ack_delay_ns(c: &Conn) -> u64 {
     c.sk_pacing_rate.map_or(0, |rate| (4.0 * GSO_MAX_SIZE * 1e9 / rate).min(1e6) as u64)
-}
-
-/// HyStart's exits from slow start: how many each detector ended, and the windows summed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct HystartExits {
-    pub train: u32,
-    pub train_cwnd: u64,
-    pub delay: u32,
-    pub delay_cwnd: u64,
 }
 
 #[derive(Default)]
@@ -58,7 +50,7 @@ pub struct Cubic {
     curr_rtt_ns: u64,
     sample_cnt: u32,
     /// Kept across timeouts, as Linux's counters are.
-    exits: HystartExits,
+    exits: HystartCounts,
 }
 
 impl Cubic {
@@ -222,7 +214,7 @@ impl Cubic {
     }
 
     /// How HyStart ended slow start so far, as Linux's four counters count it.
-    pub fn hystart_exits(&self) -> HystartExits {
+    pub fn hystart_exits(&self) -> HystartCounts {
         self.exits
     }
 }

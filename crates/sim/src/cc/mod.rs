@@ -109,7 +109,7 @@ impl Cc {
     }
 
     /// How CUBIC's HyStart ended slow start (Linux's TCPHystart* counters); None for the others.
-    pub fn hystart_exits(&self) -> Option<cubic::HystartExits> {
+    pub fn hystart_exits(&self) -> Option<ratekit_lab::summary::HystartCounts> {
         match self {
             Cc::Cubic(x) => Some(x.hystart_exits()),
             _ => None,

@@ -3,7 +3,7 @@
 use super::{Comp, World};
 use std::collections::BTreeMap;
 use ratekit_lab::scenario::Resolved;
-use ratekit_lab::summary::{AggSummary, EngineSummary, FlowCounts, FlowSummary, HystartCounts, SimulatedTime, Summary};
+use ratekit_lab::summary::{AggSummary, EngineSummary, FlowCounts, FlowSummary, SimulatedTime, Summary};
 
 /// Per aggregate, what the windows after the warm-up contributed.
 pub(super) struct WindowSamples {
@@ -72,7 +72,7 @@ impl World {
                 let (video, hystart) = match &self.comps[m.sender as usize] {
                     Comp::Sender(tx) => (
                         tx.app.player().map(|p| p.summary(sim_end)),
-                        tx.cc.hystart_exits().map(|h| HystartCounts { train: h.train, train_cwnd: h.train_cwnd, delay: h.delay, delay_cwnd: h.delay_cwnd }),
+                        tx.cc.hystart_exits(),
                     ),
                     _ => (None, None),
                 };
