@@ -297,11 +297,8 @@ def judge(linux, sim):
     out["flows_ok"] = (ok_flows, n, ok_flows == n, "")
     ld = [r["drop_rate"] or 0 for r in linux]
     out["drop_rate"] = (statistics.mean(ld), statistics.mean(r["drop_rate"] or 0 for r in sim), None, spread(ld))
-    for key in ("rto_per_flow_s", "retx_per_flow_s", "recoveries_per_flow_s", "p10", "p50", "p90"):
-        lv = [r[key] for r in linux]
-        out[key] = (statistics.mean(lv), statistics.mean(r[key] for r in sim), None, spread(lv))
-    # Mechanism, not a target: only where every run of both has HyStart's counts.
-    for key in ("hystart_exits_per_flow", "hystart_exit_cwnd"):
+    # Not targets; HyStart's only where every run of both has its counts.
+    for key in ("rto_per_flow_s", "retx_per_flow_s", "recoveries_per_flow_s", "p10", "p50", "p90", "hystart_exits_per_flow", "hystart_exit_cwnd"):
         if all(key in r for r in linux + sim):
             lv = [r[key] for r in linux]
             out[key] = (statistics.mean(lv), statistics.mean(r[key] for r in sim), None, spread(lv))
